@@ -1,0 +1,27 @@
+"""Shared test setup.
+
+On a machine without CUDA, Triton kernels run in Triton's interpreter: the variable must be
+set before any ``@triton.jit`` function is created, hence here, before tests import modules.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU: run this suite on an H100/H200 via the device tool")
+
+
+@pytest.fixture
+def device() -> torch.device:
+    return torch.device("cuda" if HAS_CUDA else "cpu")

@@ -1,0 +1,19 @@
+"""Every numeric tolerance the tests use, with the reason for each. Nowhere else."""
+
+from reference import ATOL, RTOL  # noqa: F401  official checker: rtol = atol = 1e-3
+
+# Decoding tables (e2m1, e4m3) and layout permutations are exact: compared bit for bit.
+EXACT = 0.0
+
+# ref_kernel vs a float64 brute force: ref_kernel's products are exact and its float64 sum
+# differs from the brute force's only in summation order (relative error ~1e-13), so after
+# the one rounding to fp16 the two agree within half an fp16 ulp of the exact value, i.e.
+# |ref - exact| <= 2**-11 * |exact| (+ a subnormal floor of 2**-24).
+FP16_HALF_ULP_REL = 2.0 ** -11
+FP16_SUBNORMAL_ABS = 2.0 ** -24
+
+# fp32-accumulating kernels (Triton, cuBLAS-style) vs the exact reference: the fp32 sum over
+# K <= 16384 errs by << 1 fp16 ulp; the fp16 rounding can then land one ulp off. The
+# official tolerance (1e-3 relative + 1e-3 absolute) covers one fp16 ulp (<= 2**-10 rel).
+KERNEL_RTOL = RTOL
+KERNEL_ATOL = ATOL
