@@ -114,22 +114,54 @@ def _scale_tensors(l: int, mn: int, sf_k: int, device: torch.device):
     plain = plain.to(torch.float8_e4m3fn).permute(1, 2, 0)
     blocked_shape = (l, ceil_div(mn, 128), ceil_div(sf_k, 4), 32, 4, 4)
     blocked = torch.randint(0, 3, blocked_shape, dtype=torch.int8, device=device)
-    blocked = blocked.to(torch.float8_e4m3fn)
-    # blocked[b, i//128, j//4, i%32, (i%128)//32, j%4] = plain[i, j, b]
-    src = plain.permute(2, 0, 1).reshape(l, mn // 128, 4, 32, sf_k // 4, 4)
-    blocked.copy_(src.permute(0, 1, 4, 3, 2, 5))
-    return plain, blocked.permute(3, 4, 1, 5, 2, 0)
+    blocked = blocked.to(torch.float8_e4m3fn).permute(3, 4, 1, 5, 2, 0)
+    blocked.copy_(_permuted_from_plain(plain, device))
+    return plain, blocked
 
 
-def generate_input(m: int, k: int, l: int, seed: int, device: str | torch.device | None = None):
+def _permuted_from_plain(plain: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """[mn, sf_k, l] plain scales -> a (32, 4, mn/128, 4, sf_k/4, l) view holding
+    out[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b] = plain[i, j, b]."""
+    mn, sf_k, l = plain.shape
+    src = plain.to(device).permute(2, 0, 1).reshape(l, mn // 128, 4, 32, sf_k // 4, 4)
+    # src dims (b, i//128, (i%128)//32, i%32, j//4, j%4) -> (i%32, (i%128)//32, i//128, j%4, j//4, b)
+    return src.permute(3, 2, 1, 5, 4, 0)
+
+
+def _full_range_values(data):
+    """Replace the official values in place: every byte value 0..255 for ``a``/``b`` (both
+    nibbles, both signs, -0), scales spanning the e4m3 codes. ``sfa`` draws from every
+    non-negative finite code (0, subnormals, normals up to 448); ``sfb`` from codes 0..0x20
+    (0 to 0.125), which keeps the K = 16384 sums ~10 sigma under the fp16 maximum."""
+    a, b, sfa, sfb, sfa_p, sfb_p, _ = data
+    for t in (a, b):
+        t.view(torch.uint8).copy_(torch.randint(0, 256, t.shape, dtype=torch.uint8, device=t.device))
+    for plain, permuted, top in ((sfa, sfa_p, 0x7E), (sfb, sfb_p, 0x20)):
+        codes = torch.randint(0, top + 1, plain.shape, dtype=torch.uint8)
+        plain.view(torch.uint8).copy_(codes)
+        permuted.view(torch.uint8).copy_(_permuted_from_plain(codes, permuted.device))
+
+
+DISTRIBUTIONS = {
+    "official": None,  # the server's randint data, untouched
+    "full-range": _full_range_values,
+}
+
+
+def generate_input(m: int, k: int, l: int, seed: int, device: str | torch.device | None = None,
+                   distribution: str = "official"):
     """The official inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``.
 
     Same RNG calls in the same order as the server's generator, so the same seed gives the
     same tensors on the same device. ``device`` defaults to CUDA when available. As on the
-    server, the plain scales ``sfa``/``sfb`` are returned on the CPU.
+    server, the plain scales ``sfa``/``sfb`` are returned on the CPU. ``distribution``
+    (a key of ``DISTRIBUTIONS``) replaces the values after the official draw, keeping every
+    shape, stride, dtype and device: "official" (default) leaves them as the server makes them.
     """
     if m % 128 or k % 64 or l < 1:
         raise ValueError(f"generate_input needs m % 128 == 0, k % 64 == 0, l >= 1; got m={m} k={k} l={l}")
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {distribution!r}; choose from {sorted(DISTRIBUTIONS)}")
     device = torch.device(device) if device is not None else default_device()
     torch.manual_seed(seed)
     a = torch.randint(0, 4, (l, m, k // 2), dtype=torch.uint8, device=device).permute(1, 2, 0)
@@ -138,8 +170,12 @@ def generate_input(m: int, k: int, l: int, seed: int, device: str | torch.device
     sf_k = k // SF_VEC_SIZE
     sfa, sfa_permuted = _scale_tensors(l, m, sf_k, device)
     sfb, sfb_permuted = _scale_tensors(l, N_PADDED, sf_k, device)
-    return (a.view(torch.float4_e2m1fn_x2), b.view(torch.float4_e2m1fn_x2),
+    data = (a.view(torch.float4_e2m1fn_x2), b.view(torch.float4_e2m1fn_x2),
             sfa.cpu(), sfb.cpu(), sfa_permuted, sfb_permuted, c)
+    fill = DISTRIBUTIONS[distribution]
+    if fill is not None:
+        fill(data)
+    return data
 
 
 # --------------------------------------------------------------------------- exact reference
