@@ -19,7 +19,8 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU: run this suite on an H100/H200 via the device tool")
+requires_cuda = pytest.mark.skipif(
+    not HAS_CUDA, reason="needs a CUDA GPU: run this suite on an H100/H200 via the device tool")
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ EXACT = 0.0
 # ref_kernel vs a float64 brute force: ref_kernel's products are exact and its float64 sum
 # differs from the brute force's only in summation order (relative error ~1e-13), so after
 # the one rounding to fp16 the two agree within half an fp16 ulp of the exact value, i.e.
-# |ref - exact| <= 2**-11 * |exact| (+ a subnormal floor of 2**-24).
+# |ref - exact| <= 2**-11 * |exact|, or half the subnormal spacing 2**-25 near zero.
 FP16_HALF_ULP_REL = 2.0 ** -11
-FP16_SUBNORMAL_ABS = 2.0 ** -24
+FP16_SUBNORMAL_HALF_ULP = 2.0 ** -25
 
 # fp32-accumulating kernels (Triton, cuBLAS-style) vs the exact reference: the fp32 sum over
 # K <= 16384 errs by << 1 fp16 ulp; the fp16 rounding can then land one ulp off. The

@@ -1,0 +1,361 @@
+"""Foundation: decoding, layouts, exact reference, emulator, input generation, checker.
+
+Every expectation here comes from an independent source: numpy tables built from the
+bit-level definitions of e2m1 / e4m3fn, the blocked-layout index formula written out, and
+a float64 brute force in numpy.
+"""
+
+import numpy as np
+import pytest
+import torch
+from conftest import requires_cuda
+from tolerances import ATOL, FP16_HALF_ULP_REL, FP16_SUBNORMAL_HALF_ULP, RTOL
+
+import reference as R
+import utils
+
+# ----------------------------------------------------------------- independent tables
+
+
+def e2m1_table() -> np.ndarray:
+    """Value of each 4-bit e2m1 code from its bits: s | e e | m, bias 1, no inf/NaN."""
+    out = np.empty(16, dtype=np.float64)
+    for code in range(16):
+        s, e, m = code >> 3, (code >> 1) & 3, code & 1
+        mag = m * 0.5 if e == 0 else 2.0 ** (e - 1) * (1 + m / 2)
+        out[code] = -mag if s else mag
+    return out
+
+
+def e4m3fn_table() -> np.ndarray:
+    """Value of each 8-bit e4m3fn code: s | eeee | mmm, bias 7, S.1111.111 is NaN, no inf."""
+    out = np.empty(256, dtype=np.float64)
+    for code in range(256):
+        s, e, m = code >> 7, (code >> 3) & 15, code & 7
+        if e == 15 and m == 7:
+            out[code] = np.nan
+            continue
+        mag = (m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        out[code] = -mag if s else mag
+    return out
+
+
+E2M1 = e2m1_table()
+E4M3 = e4m3fn_table()
+
+
+def brute_force_gemv(data) -> np.ndarray:
+    """float64 [m, l] exact-product, float64-sum GEMV from raw bytes and numpy tables."""
+    a, b, sfa, sfb, _, _, c = data
+    a8 = a.view(torch.uint8).cpu().numpy()  # [m, k/2, l]
+    b8 = b.view(torch.uint8).cpu().numpy()[0]  # [k/2, l]
+    sa = E4M3[sfa.view(torch.uint8).cpu().numpy()]  # [m, k/16, l]
+    sb = E4M3[sfb.view(torch.uint8).cpu().numpy()[0]]  # [k/16, l]
+
+    def unpack(bytes_):  # [..., k/2, l] -> [..., k, l], low nibble first
+        lo, hi = E2M1[bytes_ & 15], E2M1[bytes_ >> 4]
+        return np.stack((lo, hi), axis=-2).reshape(*bytes_.shape[:-2], -1, bytes_.shape[-1])
+
+    av = unpack(a8) * np.repeat(sa, 16, axis=-2)
+    bv = unpack(b8) * np.repeat(sb, 16, axis=-2)
+    return np.einsum("mkl,kl->ml", av, bv)
+
+
+def assert_correctly_rounded(out_fp16: torch.Tensor, exact: np.ndarray) -> None:
+    """Each fp16 element is within half an fp16 ulp of the exact value (tolerances.py)."""
+    got = out_fp16.detach().cpu().to(torch.float64).numpy()
+    bound = np.maximum(FP16_HALF_ULP_REL * np.abs(exact), FP16_SUBNORMAL_HALF_ULP) * (1 + 1e-9)
+    bad = ~(np.abs(got - exact) <= bound)
+    assert not bad.any(), (
+        f"{int(bad.sum())} of {bad.size} elements not correctly rounded; first at "
+        f"{np.argwhere(bad)[:3].tolist()}: got {got[bad][:3]}, exact {exact[bad][:3]}")
+
+
+SMALL_SHAPES = [(128, 256, 1), (256, 512, 3), (384, 1024, 2), (128, 2048, 8)]
+DISTS = ["official", "full-range"]
+
+
+def shape_id(s):
+    return "m{}-k{}-l{}".format(*s)
+
+
+# ----------------------------------------------------------------- decoding
+
+
+def test_e2m1_decode_all_codes():
+    codes = torch.arange(16, dtype=torch.uint8)
+    got = R.decode_e2m1(codes)[0::2].double().numpy()  # low nibble of bytes 0..15
+    np.testing.assert_array_equal(got, E2M1)
+    got_hi = R.decode_e2m1(codes << 4)[1::2].double().numpy()
+    np.testing.assert_array_equal(got_hi, E2M1)
+    # -0.0 keeps its sign
+    assert np.signbit(R.decode_e2m1(torch.tensor([8], dtype=torch.uint8))[0].numpy())
+
+
+def test_e4m3_decode_all_codes():
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    got = R.decode_e4m3(codes).double().numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(E4M3))
+    ok = ~np.isnan(E4M3)
+    np.testing.assert_array_equal(got[ok], E4M3[ok])
+    assert np.isnan(E4M3).sum() == 2  # 0x7F and 0xFF
+
+
+@pytest.mark.parametrize("byte, lo, hi", [(0x21, 0.5, 1.0), (0x12, 1.0, 0.5), (0xF7, 6.0, -6.0), (0x7F, -6.0, 6.0),
+                                          (0x00, 0.0, 0.0), (0x9A, -1.0, -0.5)])
+def test_nibble_order_low_first(byte, lo, hi):
+    """Element 2i is the LOW nibble of byte i, element 2i+1 the high one."""
+    got = R.decode_e2m1(torch.tensor([byte], dtype=torch.uint8)).tolist()
+    assert got == [lo, hi]
+
+
+def test_nibble_order_through_fp4_dtype():
+    raw = torch.tensor([[0x21, 0x43]], dtype=torch.uint8)
+    assert R.decode_e2m1(raw.view(torch.float4_e2m1fn_x2)).tolist() == [[0.5, 1.0, 1.5, 2.0]]
+
+
+# ----------------------------------------------------------------- layouts
+
+
+def blocked_index(i: np.ndarray, j: np.ndarray, cols: int) -> np.ndarray:
+    """Position of scale (i, j) in the cuBLAS blocked vector, written out from the spec."""
+    return ((i // 128) * (cols // 4) + j // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + j % 4
+
+
+@pytest.mark.parametrize("rows, cols", [(128, 4), (256, 16), (384, 96), (2432, 288)])
+def test_to_blocked_matches_index_formula(rows, cols):
+    x = torch.randint(0, 256, (rows, cols), dtype=torch.int32)
+    flat = R.to_blocked(x).numpy()
+    i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    expected = np.empty(rows * cols, dtype=np.int64)
+    expected[blocked_index(i, j, cols).ravel()] = x.numpy().ravel()
+    np.testing.assert_array_equal(flat, expected)
+    assert torch.equal(R.from_blocked(torch.from_numpy(flat), rows, cols), x)
+
+
+def test_to_blocked_rejects_unpadded():
+    with pytest.raises(ValueError, match="rows % 128"):
+        R.to_blocked(torch.zeros(100, 4))
+
+
+@pytest.mark.parametrize("m", [128, 256, 384, 2432])
+@pytest.mark.parametrize("k", [256, 1536, 7168, 16384])
+def test_permuted_scales_agree_with_plain_and_to_blocked(m, k):
+    data = R.generate_input(m, k, 2, seed=m + k, device="cpu", distribution="full-range")
+    _, _, sfa, sfb, sfa_p, sfb_p, _ = data
+    for plain, perm, rows in ((sfa, sfa_p, m), (sfb, sfb_p, R.N_PADDED)):
+        p8, q8 = plain.view(torch.uint8), perm.view(torch.uint8)
+        assert perm.shape == (32, 4, rows // 128, 4, k // 64, 2)
+        i, j, bb = torch.meshgrid(torch.arange(rows), torch.arange(k // 16), torch.arange(2), indexing="ij")
+        assert torch.equal(q8[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, bb], p8)
+        blocked = R.blocked_from_permuted(perm).view(torch.uint8)
+        for li in range(2):
+            assert torch.equal(blocked[li], R.to_blocked(p8[:, :, li]))
+
+
+# ----------------------------------------------------------------- exact reference
+
+
+@pytest.mark.parametrize("dist", DISTS)
+@pytest.mark.parametrize("shape", SMALL_SHAPES, ids=shape_id)
+def test_ref_kernel_matches_float64_brute_force(shape, dist):
+    data = R.generate_input(*shape, seed=7, device="cpu", distribution=dist)
+    exact = brute_force_gemv(data)
+    c = data[6]
+    c.fill_(float("nan"))  # poison: every element must be written
+    out = R.ref_kernel(data)
+    assert out is c and out.dtype == torch.float16 and out.shape == (shape[0], 1, shape[2])
+    assert_correctly_rounded(out[:, 0, :], exact)
+
+
+def test_ref_kernel_chunks_rows(monkeypatch):
+    """The row-chunked path (used on big shapes) gives the same answer as one chunk."""
+    data = R.generate_input(384, 1024, 2, seed=3, device="cpu", distribution="full-range")
+    whole = R.ref_kernel(tuple(t.clone() for t in data))
+    monkeypatch.setattr(R, "_REF_CHUNK_ELEMS", 1024 * 100)  # 100 rows per chunk: 4 chunks
+    chunked = R.ref_kernel(tuple(t.clone() for t in data))
+    assert torch.equal(whole, chunked)
+
+
+@pytest.mark.parametrize("dist", DISTS)
+@pytest.mark.parametrize("shape", SMALL_SHAPES, ids=shape_id)
+def test_emulator_matches_brute_force(shape, dist):
+    data = R.generate_input(*shape, seed=11, device="cpu", distribution=dist)
+    a, b, sfa, sfb, _, _, _ = data
+    exact = brute_force_gemv(data)
+    for li in range(shape[2]):
+        res = R.scaled_mm_fp4_emulated(a[:, :, li], b[:, :, li].transpose(0, 1), R.to_blocked(sfa[:, :, li]),
+                                       R.to_blocked(sfb[:, :, li]), bias=None, out_dtype=torch.float16)
+        assert res.shape == (shape[0], R.N_PADDED) and res.dtype == torch.float16
+        assert_correctly_rounded(res[:, 0], exact[:, li])
+
+
+def test_emulator_reads_scales_through_the_blocked_layout():
+    """Feeding plain (row-major) scales instead of blocked ones must change the answer."""
+    a, b, sfa, sfb, _, _, _ = R.generate_input(256, 512, 1, seed=5, device="cpu", distribution="full-range")
+    args = (a[:, :, 0], b[:, :, 0].transpose(0, 1))
+    good = R.scaled_mm_fp4_emulated(*args, R.to_blocked(sfa[:, :, 0]), R.to_blocked(sfb[:, :, 0]))
+    wrong = R.scaled_mm_fp4_emulated(*args, sfa[:, :, 0].contiguous().flatten(), R.to_blocked(sfb[:, :, 0]))
+    assert not torch.equal(good, wrong)
+
+
+def test_emulator_rejects_misuse():
+    a, b, sfa, sfb, _, _, _ = R.generate_input(128, 256, 1, seed=5, device="cpu")
+    sa, sb = R.to_blocked(sfa[:, :, 0]), R.to_blocked(sfb[:, :, 0])
+    with pytest.raises(ValueError, match="column-major"):
+        row_major_b = b[:, :, 0].view(torch.uint8).t().contiguous().view(torch.float4_e2m1fn_x2)
+        R.scaled_mm_fp4_emulated(a[:, :, 0], row_major_b, sa, sb)
+    with pytest.raises(TypeError, match="float4_e2m1fn_x2"):
+        R.scaled_mm_fp4_emulated(a[:, :, 0].view(torch.uint8), b[:, :, 0].t(), sa, sb)
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        R.scaled_mm_fp4_emulated(a[:, :, 0], b[:, :, 0].t(), sa.float(), sb)
+
+
+def test_ref_kernel_scaled_mm_with_emulator(monkeypatch):
+    """The competition's own formulation gives the exact answer once _scaled_mm is emulated."""
+    monkeypatch.setattr(torch, "_scaled_mm", R.scaled_mm_fp4_emulated)
+    data = R.generate_input(256, 1536, 3, seed=9, device="cpu", distribution="full-range")
+    expected = R.ref_kernel(tuple(t.clone() for t in data))
+    assert torch.equal(R.ref_kernel_scaled_mm(data), expected)
+
+
+# ----------------------------------------------------------------- generate_input
+
+
+@pytest.mark.parametrize("m, k, l", [(128, 256, 1), (256, 1536, 3), (384, 7168, 2)])
+def test_generate_input_layout(m, k, l):
+    a, b, sfa, sfb, sfa_p, sfb_p, c = R.generate_input(m, k, l, seed=1111, device="cpu")
+    fp4, e4m3 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+    assert (a.shape, a.dtype, a.stride()) == ((m, k // 2, l), fp4, (k // 2, 1, m * k // 2))
+    assert (b.shape, b.dtype, b.stride()) == ((128, k // 2, l), fp4, (k // 2, 1, 128 * k // 2))
+    assert (sfa.shape, sfa.dtype, sfa.stride()) == ((m, k // 16, l), e4m3, (k // 16, 1, m * k // 16))
+    assert (sfb.shape, sfb.dtype) == ((128, k // 16, l), e4m3)
+    assert sfa.device.type == sfb.device.type == "cpu"  # as the server hands them over
+    assert sfa_p.shape == (32, 4, m // 128, 4, k // 64, l) and sfa_p.dtype == e4m3
+    assert sfb_p.shape == (32, 4, 1, 4, k // 64, l)
+    # the blocked tensor's memory is a contiguous (l, m/128, k/64, 32, 4, 4) array
+    assert sfa_p.permute(5, 2, 4, 0, 1, 3).is_contiguous()
+    assert (c.shape, c.dtype, c.stride()) == ((m, 1, l), torch.float16, (1, 1, m))
+    # official value sets: bytes 0..3 (high nibble always 0), scales {0, 1, 2}
+    assert set(a.view(torch.uint8).unique().tolist()) <= {0, 1, 2, 3}
+    assert set(b.view(torch.uint8).unique().tolist()) <= {0, 1, 2, 3}
+    assert set(sfa.float().unique().tolist()) <= {0.0, 1.0, 2.0}
+    assert torch.isfinite(c.float()).all()
+
+
+def test_generate_input_full_range_covers_every_byte():
+    a, b, sfa, sfb, *_ = R.generate_input(256, 2048, 2, seed=1, device="cpu", distribution="full-range")
+    assert a.view(torch.uint8).unique().numel() == 256
+    codes = sfa.view(torch.uint8).unique()
+    assert codes.min() == 0 and codes.max() == 0x7E and codes.numel() == 0x7F  # no NaN code
+    assert sfb.view(torch.uint8).max() <= 0x20
+
+
+def test_generate_input_deterministic_per_seed():
+    def raw(d):
+        return [t.view(torch.uint8) if t.element_size() == 1 else t for t in d]
+
+    x = raw(R.generate_input(256, 512, 2, seed=42, device="cpu"))
+    y = raw(R.generate_input(256, 512, 2, seed=42, device="cpu"))
+    z = raw(R.generate_input(256, 512, 2, seed=43, device="cpu"))
+    assert all(torch.equal(p, q) for p, q in zip(x, y, strict=True))
+    assert not torch.equal(x[0], z[0])
+
+
+@pytest.mark.parametrize("bad", [dict(m=100, k=256, l=1), dict(m=128, k=100, l=1), dict(m=128, k=256, l=0)])
+def test_generate_input_rejects_bad_shapes(bad):
+    with pytest.raises(ValueError, match="m % 128"):
+        R.generate_input(**bad, seed=1, device="cpu")
+
+
+def test_generate_input_rejects_unknown_distribution():
+    with pytest.raises(ValueError, match="unknown distribution"):
+        R.generate_input(128, 256, 1, seed=1, device="cpu", distribution="nope")
+
+
+# ----------------------------------------------------------------- checker
+
+
+@pytest.fixture
+def checked():
+    data = R.generate_input(256, 1024, 2, seed=2, device="cpu")
+    out = R.ref_kernel(tuple(t.clone() for t in data))
+    return data, out
+
+
+def test_check_accepts_reference(checked):
+    data, out = checked
+    assert R.check_implementation(data, out) == (True, "")
+
+
+def test_check_accepts_one_ulp(checked):
+    data, out = checked
+    bumped = out.clone()
+    bumped[5, 0, 1] = torch.nextafter(bumped[5, 0, 1], torch.tensor(float("inf"), dtype=torch.float16))
+    assert R.check_implementation(data, bumped)[0]
+
+
+def test_check_rejects_one_perturbed_element(checked):
+    data, out = checked
+    bad = out.clone()
+    x = float(bad[17, 0, 1])
+    bad[17, 0, 1] = x + 4 * (ATOL + RTOL * abs(x))
+    ok, msg = R.check_implementation(data, bad)
+    assert not ok
+    assert "1 of 512" in msg and "(17, 0, 1)" in msg
+
+
+def test_check_rejects_nan(checked):
+    data, out = checked
+    bad = out.clone()
+    bad[3, 0, 0] = float("nan")
+    ok, msg = R.check_implementation(data, bad)
+    assert not ok and "(3, 0, 0)" in msg and "nan" in msg
+
+
+@pytest.mark.parametrize("mutate", [lambda o: o.float(), lambda o: o[:, 0, :], lambda o: o.tolist()],
+                         ids=["dtype", "shape", "not-a-tensor"])
+def test_check_rejects_wrong_type_or_shape(checked, mutate):
+    data, out = checked
+    ok, msg = R.check_implementation(data, mutate(out))
+    assert not ok and msg
+
+
+def test_verbose_allclose_infinities():
+    inf = float("inf")
+    e = torch.tensor([inf, -inf, 1.0], dtype=torch.float16)
+    assert utils.verbose_allclose(e.clone(), e, rtol=RTOL, atol=ATOL) == []
+    r = torch.tensor([-inf, -inf, 1.0], dtype=torch.float16)
+    assert "Number of mismatched elements: 1" in utils.verbose_allclose(r, e, rtol=RTOL, atol=ATOL)[0]
+
+
+def test_set_seed_is_deterministic():
+    utils.set_seed(5)
+    x = torch.rand(4), np.random.rand(2)
+    utils.set_seed(5)
+    y = torch.rand(4), np.random.rand(2)
+    assert torch.equal(x[0], y[0]) and np.array_equal(x[1], y[1])
+
+
+# ----------------------------------------------------------------- GPU
+
+
+@requires_cuda
+@pytest.mark.parametrize("dist", DISTS)
+def test_ref_kernel_on_gpu_matches_brute_force(dist):
+    data = R.generate_input(384, 7168, 3, seed=4, distribution=dist)
+    assert data[0].is_cuda and not data[2].is_cuda
+    exact = brute_force_gemv(data)
+    assert_correctly_rounded(R.ref_kernel(data)[:, 0, :], exact)
+
+
+@requires_cuda
+@pytest.mark.parametrize("spec", [(7168, 16384, 1), (4096, 7168, 8), (7168, 2048, 4)], ids=shape_id)
+def test_ref_kernel_on_benchmark_shapes_gpu(spec):
+    """The reference handles the benchmark shapes on a GPU, agreeing with the CPU run."""
+    data = R.generate_input(*spec, seed=1111, distribution="full-range")
+    gpu = R.ref_kernel(tuple(t.clone() for t in data)).cpu()
+    cpu = R.ref_kernel(tuple(t.cpu() for t in data))
+    assert torch.isfinite(gpu.float()).all()
+    ok, msg = utils.match_reference(None, gpu, reference=lambda _: cpu, rtol=RTOL, atol=ATOL)
+    assert ok, msg
