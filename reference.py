@@ -142,9 +142,25 @@ def _full_range_values(data):
         permuted.view(torch.uint8).copy_(_permuted_from_plain(codes, permuted.device))
 
 
+def _gaussian_values(data):
+    """Quantized N(0,1) weights and activations: ``quant.fill_gaussian``."""
+    import quant  # lazy: quant imports this module
+
+    quant.fill_gaussian(data)
+
+
+def _outlier_values(data):
+    """``gaussian`` with rare large blocks (1/256 of blocks: a x100, b x10): ``quant.fill_outliers``."""
+    import quant  # lazy: quant imports this module
+
+    quant.fill_outliers(data)
+
+
 DISTRIBUTIONS = {
     "official": None,  # the server's randint data, untouched
     "full-range": _full_range_values,
+    "gaussian": _gaussian_values,
+    "outliers": _outlier_values,
 }
 
 
