@@ -1,0 +1,896 @@
+"""The nvfp4_gemv harness: the competition server's eval, reproduced, plus a human mode.
+
+PROTOCOL MODE (what the server runs, with ``submission.py`` beside this file and its own
+``task.py``, ``utils.py`` and ``reference.py``)::
+
+    POPCORN_FD=<fd> python eval.py test|benchmark|leaderboard|profile TESTFILE
+
+It mirrors the GPU MODE NVIDIA ``eval.py`` used for this problem in its revision after
+2026-01-13 (written anew for this kit; the facts come from the issue that specifies it and
+from reading the public gpu-mode/reference-kernels ``problems/nvidia/eval.py``):
+
+* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it
+  is unset, 2 with fewer than two arguments or an unknown mode, 113 for an unreadable test
+  file or a line that does not parse). Exit 0 when everything passed, 112 when not.
+* ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
+  ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
+* Every case runs in one long-lived ``spawn`` worker process; the submission receives
+  clones of the inputs.
+* test: ``test-count``, then per case ``test.{i}.spec``, ``test.{i}.status`` pass|fail and
+  ``test.{i}.error``; then ``check``.
+* benchmark: a warm-up of the first case (200 repeats, 1e8 ns budget), then per case one
+  untimed correctness check and a timed loop: synchronize, clear L2 (4 GiB ``randn``), event,
+  ``custom_kernel(data)``, event, synchronize. After the third repeat and once 100 ms of wall
+  time have passed, it stops when err/mean < 0.001, or mean x runs exceeds the budget (10 s),
+  or after 120 s of wall time; 200 repeats at most. Logs ``benchmark-count``,
+  ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns; std is the sample std, err =
+  std / sqrt(runs)) and ``check``.
+* leaderboard: a warm-up (1000 repeats, 5e8 ns budget) of every case, then per case up to
+  1000 repeats with a 30 s budget, each on a fresh input (seed += 13) whose output is
+  checked; the first failure ends the run.
+* profile: a torch profiler table per case, base64 with altchars ``+*``.
+
+Where this file knowingly differs from the server's:
+
+* It does not import the CUTLASS DSL (the server catches ``cutlass...OpError`` only; any
+  other exception from a submission crashes the server's harness with a traceback). Here
+  every exception of the submission -- at import or in ``custom_kernel`` -- becomes a
+  failed case with its text (one line), and a worker process that dies (segfault,
+  ``os._exit``) fails its case and is replaced: the harness itself never crashes.
+* It fails a submission that writes into its input tensors (a, b, sfa, sfb and the permuted
+  scales; ``c`` is the output buffer and may be written). The server hands over clones and
+  does not look, but its benchmark loop reuses one input for every repeat, so such a
+  submission times something else than it claims. ``NVFP4_EVAL_CHECK_INPUTS=0`` turns this
+  check off and gives the server's verdict.
+* leaderboard mode exits 112 when a case failed (the stored server revisions exit 0 there,
+  after logging ``check: fail``).
+* ``NVFP4_EVAL_DISTRIBUTION`` (default ``official``) picks the input values
+  (``reference.DISTRIBUTIONS``); the server always uses the official ones.
+* ``NVFP4_EVAL_LOG_MEDIAN=1`` adds ``benchmark.{i}.median`` lines (for modal_app.py's table);
+  off by default, so the key set is the server's.
+* Without CUDA (never the case on the server; useful for tests) the timed loops use the host
+  clock, skip the L2 flush and stop after ``CPU_MAX_REPEATS`` repeats: verdicts are real,
+  times are not.
+
+HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py human
+[options]``): runs the same loops and prints a table per mode (runs, mean, median, best, worst
+in µs, the official B200 speed of light and the share of it reached) with the geometric mean
+of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
+The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
+worker inherits the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import importlib.util
+import json
+import math
+import multiprocessing
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+# torch, utils and reference are imported where they are used, so that modal_app.py (and
+# anyone formatting results) can import this module on a machine without torch.
+
+HERE = Path(__file__).resolve().parent
+SHAPES_JSON = HERE / "shapes.json"
+
+EXIT_OK, EXIT_USAGE, EXIT_NO_FD, EXIT_FAIL, EXIT_BAD_TESTS = 0, 2, 111, 112, 113
+MODES = ("test", "benchmark", "leaderboard", "profile")
+
+# (max repeats, budget in ns of summed kernel time) of each timed loop.
+BENCH_WARMUP = (200, 1e8)
+BENCH_CASE = (200, 10e9)
+LEADERBOARD_WARMUP = (1000, 5e8)
+LEADERBOARD_CASE = (1000, 30e9)
+MIN_WALL_NS = 1e8  # no stop before 100 ms of wall time ...
+MAX_WALL_NS = 120e9  # ... and none later than 120 s
+REL_ERR_TARGET = 1e-3
+RECHECK_SEED_STEP = 13
+CPU_MAX_REPEATS = 5  # host-clock fallback without CUDA: a verdict, not a timing
+
+INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted")  # c is the output
+ENV_DISTRIBUTION = "NVFP4_EVAL_DISTRIBUTION"
+ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
+ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
+ENV_BACKEND = "NVFP4_GEMV_BACKEND"
+
+_CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
+
+
+# =========================================================================== test files
+
+@dataclasses.dataclass
+class TestCase:
+    args: dict
+    spec: str
+
+
+class TestFileError(ValueError):
+    pass
+
+
+def combine_seeds(a: int, b: int) -> int:
+    """Case seed ``a`` and secret seed ``b`` -> one seed (Cantor pairing plus ``a``): public,
+    small case seeds reveal nothing of a large secret one."""
+    return int(a + (a + b) * (a + b + 1) // 2)
+
+
+def parse_test_cases(text: str, secret_seed: int | None = None) -> list[TestCase]:
+    """Lines like ``m: 128; k: 256; l: 1; seed: 1111`` -> test cases (integers converted).
+
+    Every ';'-separated part of every line must match ``key: value``; a blank line does not.
+    Raises TestFileError naming the line and the part.
+    """
+    cases = []
+    for line in text.splitlines():
+        args = {}
+        for part in line.split(";"):
+            hit = _CASE_RE.fullmatch(part)
+            if hit is None:
+                raise TestFileError(f"invalid test case: '{line}': '{part}'")
+            key, value = hit[1], hit[2]
+            try:
+                value = int(value)
+            except ValueError:
+                pass
+            args[key] = value
+        cases.append(TestCase(args=args, spec=line))
+    if secret_seed is not None:
+        for case in cases:
+            if "seed" in case.args:
+                case.args["seed"] = combine_seeds(case.args["seed"], secret_seed)
+    return cases
+
+
+def spec_line(case: dict) -> str:
+    """``{"m": 128, "k": 256, "l": 1, "seed": 1111, ...}`` -> ``m: 128; k: 256; l: 1; seed: 1111``
+    (only m, k, l, seed: the keys a test file carries)."""
+    return "; ".join(f"{key}: {case[key]}" for key in ("m", "k", "l", "seed") if key in case)
+
+
+def load_shapes(path: Path | str = SHAPES_JSON) -> dict:
+    """shapes.json: ``{"tests": [...], "benchmarks": [... with sol_us]}``."""
+    return json.loads(Path(path).read_text())
+
+
+def test_file_text(cases: list[dict]) -> str:
+    return "\n".join(spec_line(c) for c in cases) + "\n"
+
+
+# =========================================================================== statistics
+
+@dataclasses.dataclass
+class Stats:
+    runs: int
+    mean: float
+    std: float
+    err: float
+    best: float
+    worst: float
+
+
+def calculate_stats(durations: list[float]) -> Stats:
+    """Mean, sample standard deviation (n - 1), standard error of the mean, best, worst."""
+    runs = len(durations)
+    mean = sum(durations) / runs
+    var = sum((d - mean) ** 2 for d in durations) / (runs - 1) if runs > 1 else 0.0
+    std = math.sqrt(var)
+    return Stats(runs=runs, mean=mean, std=std, err=std / math.sqrt(runs),
+                 best=float(min(durations)), worst=float(max(durations)))
+
+
+def should_stop(durations: list[float], wall_ns: float, budget_ns: float) -> bool:
+    """The timed loop's stopping rule, checked after each repeat: never before three repeats
+    and 100 ms of wall time; then stop when the mean is known to 0.1 %, when the summed
+    kernel time passes the budget, or after 120 s of wall time."""
+    if len(durations) < 3 or wall_ns <= MIN_WALL_NS:
+        return False
+    s = calculate_stats(durations)
+    return s.err < REL_ERR_TARGET * s.mean or s.mean * s.runs > budget_ns or wall_ns > MAX_WALL_NS
+
+
+def geomean(values) -> float | None:
+    """Geometric mean of positive numbers; None when empty or when any is missing/non-positive."""
+    values = list(values)
+    if not values or any(v is None or not v > 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# =========================================================================== the worker
+# Everything below up to the parent side runs in the spawned worker process.
+
+_worker_config = {"submission": None, "distribution": "official", "check_inputs": True}
+
+
+def _worker_init(submission_path: str | None, distribution: str, check_inputs: bool) -> None:
+    _worker_config.update(submission=submission_path, distribution=distribution,
+                          check_inputs=check_inputs)
+
+
+def _custom_kernel():
+    """The submission's ``custom_kernel``: ``import submission`` (the server's layout) or the
+    file given to the human mode, loaded under the module name ``submission``."""
+    path = _worker_config["submission"]
+    if path is not None and "submission" not in sys.modules:
+        path = Path(path).resolve()
+        sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location("submission", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules["submission"]
+            raise
+    from submission import custom_kernel
+    return custom_kernel
+
+
+def _one_line(text: str) -> str:
+    return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+def _describe(exc: BaseException, doing: str) -> str:
+    print(f"{doing} raised:", file=sys.stderr)
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    return _one_line(f"{doing} raised {type(exc).__name__}: {exc}")
+
+
+def _generate(args: dict):
+    from reference import generate_input
+    dist = _worker_config["distribution"]
+    # The keyword only when needed: this file also runs beside the server's reference.py.
+    return generate_input(**args) if dist == "official" else generate_input(**args, distribution=dist)
+
+
+def _clone(data):
+    import torch
+    if isinstance(data, (tuple, list)):
+        return type(data)(_clone(x) for x in data)
+    if isinstance(data, dict):
+        return {k: _clone(v) for k, v in data.items()}
+    return data.clone() if isinstance(data, torch.Tensor) else data
+
+
+def _sync() -> None:
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _same_tensor(x, y) -> bool:
+    import torch
+    if not isinstance(x, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype \
+            or x.stride() != y.stride() or x.device != y.device:
+        return False
+    if x.element_size() == 1:  # fp4 pairs and fp8 codes: compare the bytes
+        return torch.equal(x.view(torch.uint8), y.view(torch.uint8))
+    return torch.equal(x, y)
+
+
+def _inputs_changed(seen, pristine) -> str:
+    """'' when the submission left its inputs alone, else a failure message."""
+    if not _worker_config["check_inputs"]:
+        return ""
+    if not isinstance(seen, tuple) or len(seen) != len(pristine):
+        return "the input tuple was replaced"
+    changed = [name for name, x, y in zip(INPUT_NAMES, seen, pristine, strict=False) if not _same_tensor(x, y)]
+    if not changed:
+        return ""
+    return ("custom_kernel modified its input tensor(s) in place: " + ", ".join(changed)
+            + " (only c may be written; the server's benchmark loop reuses one input for every"
+            " repeat. NVFP4_EVAL_CHECK_INPUTS=0 skips this kit-only check)")
+
+
+def _check(data, output) -> tuple[bool, str]:
+    from reference import check_implementation
+    try:
+        return check_implementation(data, output)
+    except BaseException as exc:  # a malformed output can make the comparison itself fail
+        return False, _describe(exc, "checking the output")
+
+
+def _run_test_case(args: dict) -> tuple[bool, str]:
+    """One correctness check: (passed, message)."""
+    try:
+        custom_kernel = _custom_kernel()
+    except BaseException as exc:
+        return False, _describe(exc, "importing the submission")
+    try:
+        data = _generate(args)
+        given = _clone(data)
+        _sync()
+    except BaseException as exc:
+        return False, _describe(exc, f"generate_input({args})")
+    try:
+        output = custom_kernel(given)
+        _sync()
+    except BaseException as exc:
+        return False, _describe(exc, "custom_kernel")
+    changed = _inputs_changed(given, data)
+    if changed:
+        return False, changed
+    return _check(data, output)
+
+
+def _run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
+    """One correctness check, then the timed loop. Returns the list of durations (ns) or a
+    failure message (str)."""
+    import torch
+
+    from utils import clear_l2_cache
+    try:
+        custom_kernel = _custom_kernel()
+    except BaseException as exc:
+        return _describe(exc, "importing the submission")
+    args = dict(args)
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        max_repeats = min(max_repeats, CPU_MAX_REPEATS)
+    try:
+        data = _generate(args)
+        pristine = _clone(data)
+        given = _clone(data)
+        output = custom_kernel(given)
+        _sync()
+        fault = _inputs_changed(given, pristine)
+        if fault:
+            return fault
+        good, message = _check(pristine, output)
+        if not good:
+            return message
+        durations = []
+        t0 = time.perf_counter_ns()
+        for _ in range(max_repeats):
+            if recheck:
+                if "seed" in args:
+                    args["seed"] += RECHECK_SEED_STEP
+                data = _generate(args)
+                pristine = _clone(data)
+            _sync()
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                clear_l2_cache()
+                start.record()
+                output = custom_kernel(data)
+                end.record()
+                torch.cuda.synchronize()
+                durations.append(start.elapsed_time(end) * 1e6)  # ms -> ns
+            else:
+                h0 = time.perf_counter_ns()
+                output = custom_kernel(data)
+                durations.append(float(time.perf_counter_ns() - h0))
+            if recheck:
+                fault = _inputs_changed(data, pristine)
+                if fault:
+                    return fault
+                good, message = _check(pristine, output)
+                if not good:
+                    return message
+            del output
+            if should_stop(durations, time.perf_counter_ns() - t0, budget_ns):
+                break
+        return durations
+    except BaseException as exc:
+        return _describe(exc, "custom_kernel")
+
+
+def _run_profile_case(args: dict):
+    """A profiler table (str) of one call, or a failure: (False, message)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        custom_kernel = _custom_kernel()
+        data = _generate(args)
+        _sync()
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        given = _clone(data)
+        with profile(activities=activities) as prof:
+            custom_kernel(given)
+            _sync()
+    except BaseException as exc:
+        return False, _describe(exc, "profiling custom_kernel")
+    sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    return True, prof.key_averages().table(sort_by=sort, row_limit=20)
+
+
+# =========================================================================== parent side
+
+class Worker:
+    """One spawned worker process that runs case after case; replaced if it dies."""
+
+    def __init__(self, submission: str | None, distribution: str, check_inputs: bool):
+        self._initargs = (submission, distribution, check_inputs)
+        self._pool = None
+
+    def call(self, fn, *args):
+        """fn(*args) in the worker; ``WorkerDied`` if the process died on it."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_worker_init, initargs=self._initargs)
+        try:
+            return self._pool.submit(fn, *args).result()
+        except BrokenProcessPool as exc:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+            raise WorkerDied("the worker process died while running the submission "
+                             "(a crash, os._exit or an out-of-memory kill)") from exc
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """What a mode found for one case. durations in ns (timed modes), report (profile)."""
+    spec: str
+    args: dict
+    ok: bool
+    error: str = ""
+    durations: list | None = None
+    report: str = ""
+    logged: dict | None = None  # stats read back from protocol lines (no durations there)
+
+
+def _safe(worker: Worker, fn, *args):
+    """worker.call, with every failure of the worker turned into a WorkerDied value."""
+    try:
+        return worker.call(fn, *args)
+    except WorkerDied as exc:
+        return exc
+    except Exception as exc:  # e.g. a result that does not pickle: fail the case, not the harness
+        return WorkerDied(_one_line(f"the harness could not run this case: {type(exc).__name__}: {exc}"))
+
+
+def run_test_mode(log, worker: Worker, tests: list[TestCase], progress=None) -> list[CaseResult]:
+    log("test-count", len(tests))
+    results = []
+    for idx, test in enumerate(tests):
+        log(f"test.{idx}.spec", test.spec)
+        if progress:
+            progress(f"[test {idx + 1}/{len(tests)}] {test.spec}")
+        out = _safe(worker, _run_test_case, test.args)
+        ok, message = (False, str(out)) if isinstance(out, WorkerDied) else out
+        results.append(CaseResult(test.spec, test.args, ok, "" if ok else message))
+        log(f"test.{idx}.status", "pass" if ok else "fail")
+        if not ok:
+            log(f"test.{idx}.error", _one_line(message))
+        elif message:
+            log(f"test.{idx}.message", _one_line(message))
+        if progress:
+            progress(f"    {'pass' if ok else 'FAIL: ' + _one_line(message)}")
+    log("check", "pass" if all(r.ok for r in results) else "fail")
+    return results
+
+
+def _log_stats(log, idx: int, durations: list, with_median: bool) -> None:
+    stats = calculate_stats(durations)
+    for field in dataclasses.fields(Stats):
+        log(f"benchmark.{idx}.{field.name}", getattr(stats, field.name))
+    if with_median:
+        log(f"benchmark.{idx}.median", statistics.median(durations))
+
+
+def run_timed_mode(log, worker: Worker, tests: list[TestCase], leaderboard: bool,
+                   with_median: bool = False, progress=None) -> list[CaseResult]:
+    """benchmark (leaderboard=False) or leaderboard mode."""
+    name = "leaderboard" if leaderboard else "benchmark"
+    warm, per_case = (LEADERBOARD_WARMUP, LEADERBOARD_CASE) if leaderboard else (BENCH_WARMUP, BENCH_CASE)
+    for test in (tests if leaderboard else tests[:1]):
+        if progress:
+            progress(f"[{name}] warm-up {test.spec}")
+        _safe(worker, _run_benchmark_case, test.args, False, *warm)  # its verdict is not used
+    log("benchmark-count", len(tests))
+    results = []
+    for idx, test in enumerate(tests):
+        log(f"benchmark.{idx}.spec", test.spec)
+        if progress:
+            progress(f"[{name} {idx + 1}/{len(tests)}] {test.spec}")
+        out = _safe(worker, _run_benchmark_case, test.args, leaderboard, *per_case)
+        if isinstance(out, list):
+            results.append(CaseResult(test.spec, test.args, True, durations=out))
+            _log_stats(log, idx, out, with_median)
+            if progress:
+                s = calculate_stats(out)
+                progress(f"    {s.runs} runs, mean {s.mean / 1e3:.3f} µs, best {s.best / 1e3:.3f} µs")
+        else:
+            results.append(CaseResult(test.spec, test.args, False, error=_one_line(str(out))))
+            log(f"benchmark.{idx}.status", "fail")
+            log(f"benchmark.{idx}.error", _one_line(str(out)))
+            if progress:
+                progress(f"    FAIL: {_one_line(str(out))}")
+            if leaderboard:
+                break
+    log("check", "pass" if all(r.ok for r in results) else "fail")
+    return results
+
+
+def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None) -> list[CaseResult]:
+    log("benchmark-count", len(tests))
+    results = []
+    for idx, test in enumerate(tests):
+        log(f"benchmark.{idx}.spec", test.spec)
+        if progress:
+            progress(f"[profile {idx + 1}/{len(tests)}] {test.spec}")
+        out = _safe(worker, _run_profile_case, test.args)
+        ok, text = (False, str(out)) if isinstance(out, WorkerDied) else out
+        if ok:
+            results.append(CaseResult(test.spec, test.args, True, report=text))
+            log(f"benchmark.{idx}.report", base64.b64encode(text.encode("utf-8"), b"+*").decode("ascii"))
+        else:
+            results.append(CaseResult(test.spec, test.args, False, error=_one_line(text)))
+            log(f"benchmark.{idx}.status", "fail")
+            log(f"benchmark.{idx}.error", _one_line(text))
+    log("check", "pass" if all(r.ok for r in results) else "fail")
+    return results
+
+
+def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median: bool = False,
+             progress=None) -> list[CaseResult]:
+    if mode == "test":
+        return run_test_mode(log, worker, tests, progress)
+    if mode in ("benchmark", "leaderboard"):
+        return run_timed_mode(log, worker, tests, mode == "leaderboard", with_median, progress)
+    if mode == "profile":
+        return run_profile_mode(log, worker, tests, progress)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def _distribution_from(name: str) -> str:
+    from reference import DISTRIBUTIONS
+    if name not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {name!r}; choose from {', '.join(DISTRIBUTIONS)}")
+    return name
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def protocol_main(argv: list[str]) -> int:
+    fd = os.environ.get("POPCORN_FD")
+    if not fd:
+        return EXIT_NO_FD
+    if len(argv) < 2:
+        return EXIT_USAGE
+    mode, test_file = argv[0], argv[1]
+    if mode not in MODES:
+        print(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}", file=sys.stderr)
+        return EXIT_USAGE
+    secret = os.environ.pop("POPCORN_SEED", None)  # pop also unsets it for child processes
+    secret = int(secret) if secret else None
+    from utils import set_seed
+    set_seed(secret or 42)
+    try:
+        tests = parse_test_cases(Path(test_file).read_text(), secret)
+    except OSError as exc:
+        print(f"could not open test file `{test_file}`: {exc}", file=sys.stderr)
+        return EXIT_BAD_TESTS
+    except TestFileError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_TESTS
+    try:
+        distribution = _distribution_from(os.environ.get(ENV_DISTRIBUTION, "official"))
+    except ValueError as exc:
+        print(f"{ENV_DISTRIBUTION}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    out = os.fdopen(int(fd), "w")
+    os.set_inheritable(int(fd), False)
+
+    def log(key, value):
+        print(f"{key}: {value}", file=out, flush=True)
+
+    try:
+        with Worker(None, distribution, _env_flag(ENV_CHECK_INPUTS, True)) as worker:
+            results = run_mode(mode, log, worker, tests, _env_flag(ENV_LOG_MEDIAN, False))
+    finally:
+        out.close()
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAIL
+
+
+# =========================================================================== popcorn client
+# Used by the tests and modal_app.py: run eval.py the way the server does and read its lines.
+
+@dataclasses.dataclass
+class ProtocolRun:
+    returncode: int
+    lines: dict  # key -> value, in order
+    stdout: str
+    stderr: str
+
+
+def parse_popcorn(text: str) -> dict:
+    """``key: value`` lines -> dict (a value keeps everything after the first ': ')."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep:
+            out[key.strip()] = value
+        elif line.endswith(":"):
+            out[line[:-1].strip()] = ""
+    return out
+
+
+def run_protocol(workdir: Path | str, mode: str, test_file: Path | str, env: dict | None = None,
+                 timeout: float | None = None, python: str = sys.executable) -> ProtocolRun:
+    """``python eval.py MODE TESTFILE`` in ``workdir`` with a fresh ``os.pipe()`` whose write end
+    is ``POPCORN_FD``; returns the exit status and the parsed lines. ``env`` adds to (or, with
+    a value None, removes from) this process's environment."""
+    full_env = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
+    read_fd, write_fd = os.pipe()
+    full_env["POPCORN_FD"] = str(write_fd)
+    chunks = []
+    try:
+        proc = subprocess.Popen([python, "eval.py", mode, str(test_file)], cwd=str(workdir),
+                                env=full_env, pass_fds=(write_fd,), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_fd)  # the child holds its own copy; EOF comes when it closes it
+
+    def drain():
+        with os.fdopen(read_fd, "rb") as f:
+            chunks.append(f.read())
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        stderr += f"\n[run_protocol] killed after {timeout} s"
+    reader.join(timeout=30)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return ProtocolRun(proc.returncode, parse_popcorn(text), stdout, stderr)
+
+
+def results_from_popcorn(lines: dict, mode: str) -> list[CaseResult]:
+    """The parsed lines of one protocol run -> CaseResults; a timed case carries the logged
+    stats (ns) in ``logged`` (the median only where NVFP4_EVAL_LOG_MEDIAN=1 logged it)."""
+    prefix = "test" if mode == "test" else "benchmark"
+    count = int(lines.get(f"{prefix}-count", 0))
+    results = []
+    for idx in range(count):
+        spec = lines.get(f"{prefix}.{idx}.spec")
+        if spec is None:
+            break
+        try:
+            args = parse_test_cases(spec)[0].args
+        except TestFileError:
+            args = {}
+        key = f"{prefix}.{idx}."
+        if mode == "test":
+            ok = lines.get(key + "status") == "pass"
+            results.append(CaseResult(spec, args, ok, lines.get(key + "error", "")))
+        elif key + "mean" in lines:
+            logged = {f: float(lines[key + f]) for f in
+                      ("runs", "mean", "std", "err", "best", "worst", "median") if key + f in lines}
+            results.append(CaseResult(spec, args, True, logged=logged))
+        elif key + "report" in lines:
+            report = base64.b64decode(lines[key + "report"], b"+*").decode("utf-8", "replace")
+            results.append(CaseResult(spec, args, True, report=report))
+        else:
+            results.append(CaseResult(spec, args, False, lines.get(key + "error", "no result")))
+    return results
+
+
+# =========================================================================== tables
+
+def _case_numbers(res: CaseResult) -> dict | None:
+    """runs / mean / median / best / worst / std / err in ns of a timed case (None if failed)."""
+    if not res.ok:
+        return None
+    if res.durations:
+        s = calculate_stats(res.durations)
+        return {"runs": s.runs, "mean": s.mean, "median": statistics.median(res.durations),
+                "best": s.best, "worst": s.worst, "std": s.std, "err": s.err}
+    ps = res.logged
+    if ps:
+        return {"runs": int(ps["runs"]), "mean": ps["mean"], "median": ps.get("median"),
+                "best": ps["best"], "worst": ps["worst"], "std": ps["std"], "err": ps["err"]}
+    return None
+
+
+def sol_lookup(shapes: dict | None = None) -> dict:
+    """(m, k, l) -> official B200 speed-of-light µs, from shapes.json."""
+    shapes = load_shapes() if shapes is None else shapes
+    return {(b["m"], b["k"], b["l"]): b["sol_us"] for b in shapes.get("benchmarks", []) if "sol_us" in b}
+
+
+def summarize(mode: str, results: list[CaseResult], sol: dict | None = None) -> dict:
+    """JSON-ready summary of one mode: per-case rows and the geometric means (µs)."""
+    sol = sol_lookup() if sol is None else sol
+    rows = []
+    for res in results:
+        row = {"spec": res.spec, **{k: res.args.get(k) for k in ("m", "k", "l", "seed")},
+               "status": "pass" if res.ok else "fail"}
+        if not res.ok:
+            row["error"] = res.error
+        nums = _case_numbers(res) if mode in ("benchmark", "leaderboard") else None
+        if nums:
+            row["runs"] = nums["runs"]
+            for key in ("mean", "median", "best", "worst", "std", "err"):
+                row[f"{key}_us"] = None if nums[key] is None else nums[key] / 1e3
+            s = sol.get((row["m"], row["k"], row["l"]))
+            row["sol_us"] = s
+            row["pct_of_sol"] = 100.0 * s / row["mean_us"] if s and row["mean_us"] else None
+        rows.append(row)
+    out = {"mode": mode, "passed": all(r.ok for r in results), "cases": rows}
+    if mode in ("benchmark", "leaderboard"):
+        out["geomean_mean_us"] = geomean(r.get("mean_us") for r in rows) if rows else None
+        out["geomean_median_us"] = geomean(r.get("median_us") for r in rows) if rows else None
+    return out
+
+
+def _fmt(value, spec=".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(summary: dict, device: str = "") -> str:
+    """The human-readable table of one mode's ``summarize`` output."""
+    mode, rows = summary["mode"], summary["cases"]
+    lines = []
+    if mode in ("benchmark", "leaderboard"):
+        b200 = "B200" in device.upper()
+        note = "" if b200 else f"   <- official B200 numbers; this run is on {device or 'an unknown device'}"
+        lines.append(f"{mode}: {device or 'unknown device'}")
+        head = (f"{'m':>6} {'k':>6} {'l':>2} {'runs':>5} {'mean µs':>10} {'median µs':>10} "
+                f"{'best µs':>10} {'worst µs':>10} {'SOL µs':>8} {'% of SOL':>9}")
+        lines += [head + note, "-" * len(head)]
+        for r in rows:
+            lead = f"{_fmt(r['m'], 'd'):>6} {_fmt(r['k'], 'd'):>6} {_fmt(r['l'], 'd'):>2}"
+            if r["status"] != "pass" or "mean_us" not in r:
+                lines.append(f"{lead} FAIL: {r.get('error', '')}")
+                continue
+            pct = _fmt(r["pct_of_sol"], ".1f") + ("%" if r["pct_of_sol"] is not None else "")
+            lines.append(f"{lead} {r['runs']:>5} {_fmt(r['mean_us']):>10} {_fmt(r['median_us']):>10} "
+                         f"{_fmt(r['best_us']):>10} {_fmt(r['worst_us']):>10} "
+                         f"{_fmt(r['sol_us']):>8} {pct:>9}")
+        lines.append(f"geomean of means:   {_fmt(summary['geomean_mean_us'])} µs   (the leaderboard's score)")
+        lines.append(f"geomean of medians: {_fmt(summary['geomean_median_us'])} µs")
+        lines.append("% of SOL = SOL µs / mean µs (100% = at the speed of light)")
+    else:
+        lines.append(f"{mode}: {device or 'unknown device'}")
+        for r in rows:
+            tail = "pass" if r["status"] == "pass" else f"FAIL: {r.get('error', '')}"
+            lines.append(f"  {r['spec']:<40} {tail}")
+    lines.append(f"{mode}: {'PASS' if summary['passed'] else 'FAIL'}")
+    return "\n".join(lines)
+
+
+# =========================================================================== human mode
+
+def device_name() -> str:
+    import torch
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return "cpu (no CUDA)"
+
+
+def _shape_cases(choice: str, mode: str) -> list[TestCase]:
+    if choice in ("official", "benchmarks"):
+        shapes = load_shapes()
+        key = "tests" if (choice == "official" and mode == "test") else "benchmarks"
+        return parse_test_cases(test_file_text(shapes[key]))
+    return parse_test_cases(Path(choice).read_text())
+
+
+def human_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python eval.py",
+        description="Check and time an nvfp4_gemv submission with the server's rules.",
+        epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
+               f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
+               "on input writes).")
+    p.add_argument("--submission", default="submission.py", help="the submission file (default: %(default)s)")
+    p.add_argument("--mode", default="test", choices=(*MODES, "all"),
+                   help="all = test, then benchmark, then leaderboard, each only if the previous passed")
+    p.add_argument("--shapes", default="official",
+                   help="official (tests for test mode, benchmarks for the timed modes), benchmarks, "
+                        "or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111'")
+    p.add_argument("--distribution", default="official", help="input values: a key of reference.DISTRIBUTIONS")
+    p.add_argument("--backend", choices=("auto", "scaled_mm", "triton", "torch"),
+                   help=f"sets {ENV_BACKEND} for the submission")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = p.parse_args(argv)
+
+    submission = Path(args.submission)
+    if not submission.is_file():
+        print(f"error: submission file {submission} not found", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        distribution = _distribution_from(args.distribution)
+        modes = ["test", "benchmark", "leaderboard"] if args.mode == "all" else [args.mode]
+        cases = {m: _shape_cases(args.shapes, m) for m in modes}
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.backend:
+        os.environ[ENV_BACKEND] = args.backend
+    import torch
+    if not torch.cuda.is_available() and any(m in ("benchmark", "leaderboard") for m in modes):
+        print("error: benchmark and leaderboard modes need a CUDA GPU (times come from CUDA events "
+              "and L2 flushes); on this machine use --mode test", file=sys.stderr)
+        return EXIT_USAGE
+
+    device = device_name()
+
+    def progress(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    report = {"submission": str(submission), "device": device, "distribution": distribution,
+              "backend": os.environ.get(ENV_BACKEND, "auto"), "shapes": args.shapes, "modes": {}}
+    passed = True
+    for mode in modes:
+        # A fresh worker per mode, as the server starts eval.py once per mode.
+        with Worker(str(submission), distribution, _env_flag(ENV_CHECK_INPUTS, True)) as worker:
+            results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress)
+        summary = summarize(mode, results)
+        if mode == "profile":
+            for r in results:
+                if r.ok:
+                    print(f"--- profile {r.spec}\n{r.report}")
+        print(format_table(summary, device), flush=True)
+        print()
+        report["modes"][mode] = summary
+        if not summary["passed"]:
+            passed = False
+            break
+    report["passed"] = passed
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return EXIT_OK if passed else EXIT_FAIL
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "human":
+        return human_main(argv[1:])
+    if os.environ.get("POPCORN_FD"):
+        return protocol_main(argv)
+    if argv and argv[0] in MODES:
+        print("POPCORN_FD is not set: protocol mode writes its results to that file descriptor. "
+              "For the human mode run `python eval.py --help`.", file=sys.stderr)
+        return EXIT_NO_FD
+    return human_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
