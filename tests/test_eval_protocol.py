@@ -1,0 +1,282 @@
+"""eval.py end to end, as the server runs it: a tmp dir holding copies of eval.py, task.py,
+utils.py, reference.py and a submission renamed submission.py; ``python eval.py MODE FILE``
+with POPCORN_FD the write end of a real ``os.pipe()``; the lines read back and asserted.
+
+Each subprocess imports torch twice (harness + spawn worker), so the runs are few, on tiny
+shapes, and started together two at a time by one module fixture. Without CUDA the timed
+modes run their reduced host-clock form (eval.CPU_MAX_REPEATS), which still gives verdicts.
+The tests marked requires_cuda check the real CUDA timing path (run them on the device).
+"""
+
+import base64
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import HAS_CUDA, ROOT, requires_cuda
+
+import eval as ev
+
+FIXTURES = ROOT / "tests" / "fixtures"
+SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")  # what the server copies
+REAL = ROOT / "submission.py"
+TINY = "tiny.txt"  # two cases: l = 1 and l = 2
+TINY_ONE = "tiny_one.txt"  # one case
+CLEAN_ENV = {"POPCORN_SEED": None, ev.ENV_DISTRIBUTION: None, ev.ENV_CHECK_INPUTS: None,
+             ev.ENV_LOG_MEDIAN: None, ev.ENV_BACKEND: None}
+RUN_TIMEOUT_S = 600
+
+
+def server_layout(dest: Path, submission: Path) -> Path:
+    """The server's file layout around ``submission`` (plus the tiny test files)."""
+    dest.mkdir(parents=True)
+    for name in SERVER_FILES:
+        shutil.copy(ROOT / name, dest / name)
+    shutil.copy(submission, dest / "submission.py")
+    for name in (TINY, TINY_ONE):
+        shutil.copy(FIXTURES / name, dest / name)
+    return dest
+
+
+def fixture(name: str) -> Path:
+    return FIXTURES / f"{name}.py"
+
+
+# key -> (submission, mode, test file, extra environment)
+PROTOCOL_RUNS = {
+    "real.test": (REAL, "test", TINY, {}),
+    "real.benchmark": (REAL, "benchmark", TINY, {ev.ENV_LOG_MEDIAN: "1"}),
+    "real.leaderboard": (REAL, "leaderboard", TINY_ONE, {}),
+    "untouched_c.test": (fixture("wrong_untouched_c"), "test", TINY, {}),
+    "low_precision.test": (fixture("wrong_low_precision"), "test", TINY, {}),
+    "modifies_inputs.test": (fixture("wrong_modifies_inputs"), "test", TINY, {}),
+    "modifies_inputs.unchecked": (fixture("wrong_modifies_inputs"), "test", TINY_ONE,
+                                  {ev.ENV_CHECK_INPUTS: "0"}),
+    "raises.test": (fixture("wrong_raises"), "test", TINY, {}),
+    "shape_dtype.test": (fixture("wrong_shape_dtype"), "test", TINY, {}),
+    "crashes.test": (fixture("wrong_crashes_worker"), "test", TINY, {}),
+    "cache.test": (fixture("wrong_cache_first_output"), "test", TINY_ONE, {}),
+    "cache.leaderboard": (fixture("wrong_cache_first_output"), "leaderboard", TINY_ONE, {}),
+    "probe.test": (fixture("probe_worker_env"), "test", TINY_ONE,
+                   {"POPCORN_SEED": "4242", ev.ENV_DISTRIBUTION: "full-range", ev.ENV_BACKEND: "torch"}),
+}
+
+
+def human(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
+    return subprocess.run([sys.executable, str(ROOT / "eval.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every protocol run of this module (plus two human-mode runs), two at a time."""
+    base = tmp_path_factory.mktemp("server")
+    jobs = {k: v for k, v in PROTOCOL_RUNS.items() if v[0].exists()}
+
+    def protocol(key):
+        sub, mode, test_file, extra = jobs[key]
+        workdir = server_layout(base / key, sub)
+        return ev.run_protocol(workdir, mode, test_file, env={**CLEAN_ENV, **extra}, timeout=RUN_TIMEOUT_S)
+
+    def human_json(key, sub, shapes):
+        out = base / f"{key}.json"
+        proc = human(["--submission", str(fixture(sub)), "--mode", "test", "--shapes",
+                      str(FIXTURES / shapes), "--json", str(out)])
+        return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+    calls = {k: (protocol, k) for k in jobs}
+    calls["human.good"] = (human_json, "human.good", "good_submission", TINY)
+    calls["human.raises"] = (human_json, "human.raises", "wrong_raises", TINY_ONE)
+    with ThreadPoolExecutor(2) as pool:
+        futures = {k: pool.submit(fn, *args) for k, (fn, *args) in calls.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def get(runs, key) -> ev.ProtocolRun:
+    if key not in runs:
+        pytest.skip(f"{key}: its submission file is missing")
+    return runs[key]
+
+
+def describe(run: ev.ProtocolRun) -> str:
+    return f"rc={run.returncode} lines={run.lines} stderr tail:\n{run.stderr[-3000:]}"
+
+
+# --------------------------------------------------------------------------- the harness itself
+
+
+def test_harness_never_crashes(runs):
+    """Every run ends with a check line and exit 0 or 112, whatever the submission did, and
+    the protocol lines go to POPCORN_FD only."""
+    for key in PROTOCOL_RUNS:
+        if key not in runs:
+            continue
+        run = runs[key]
+        assert run.returncode in (0, 112), f"{key}: {describe(run)}"
+        assert run.lines.get("check") in ("pass", "fail"), f"{key}: {describe(run)}"
+        assert (run.returncode == 0) == (run.lines["check"] == "pass"), key
+        assert "check:" not in run.stdout, key
+
+
+def test_test_mode_logs_every_case(runs):
+    run = get(runs, "real.test")
+    specs = (FIXTURES / TINY).read_text().splitlines()
+    assert run.lines["test-count"] == str(len(specs))
+    for i, spec in enumerate(specs):
+        assert run.lines[f"test.{i}.spec"] == spec
+        assert run.lines[f"test.{i}.status"] == "pass", describe(run)
+    assert run.returncode == 0 and run.lines["check"] == "pass"
+
+
+def test_benchmark_mode_logs_stats_of_every_case(runs):
+    run = get(runs, "real.benchmark")
+    assert run.returncode == 0, describe(run)
+    assert run.lines["benchmark-count"] == "2"
+    for i in range(2):
+        v = {f: float(run.lines[f"benchmark.{i}.{f}"])
+             for f in ("runs", "mean", "std", "err", "best", "worst", "median")}
+        assert 3 <= v["runs"] <= ev.BENCH_CASE[0]
+        assert 0 < v["best"] <= v["mean"] <= v["worst"]
+        assert v["best"] <= v["median"] <= v["worst"]
+        assert v["err"] == pytest.approx(v["std"] / math.sqrt(v["runs"]))
+
+
+def test_leaderboard_passes_the_real_submission(runs):
+    run = get(runs, "real.leaderboard")
+    assert run.returncode == 0, describe(run)
+    assert run.lines["benchmark-count"] == "1" and float(run.lines["benchmark.0.runs"]) >= 3
+    assert "benchmark.0.median" not in run.lines  # the server's key set unless asked
+
+
+# --------------------------------------------------------------------------- wrong submissions
+
+
+@pytest.mark.parametrize("key, cases, error", [
+    ("untouched_c.test", 2, "mismatch found"),
+    ("low_precision.test", 2, "mismatch found"),
+    ("modifies_inputs.test", 2, "modified its input tensor(s) in place: a"),
+    ("raises.test", 2, "custom_kernel raised RuntimeError: fixture: this submission always raises"),
+    ("crashes.test", 2, "worker process died"),
+])
+def test_wrong_submission_fails_test_mode(runs, key, cases, error):
+    run = get(runs, key)
+    assert run.returncode == 112, describe(run)
+    assert run.lines["check"] == "fail"
+    for i in range(cases):  # every case ran (a crash did not end the run) and failed
+        assert run.lines[f"test.{i}.status"] == "fail"
+        assert error in run.lines[f"test.{i}.error"], describe(run)
+
+
+def test_wrong_shape_and_dtype_are_named(runs):
+    run = get(runs, "shape_dtype.test")
+    assert run.returncode == 112
+    assert "DTYPE MISMATCH: received torch.float32" in run.lines["test.0.error"]
+    assert "SIZE MISMATCH: received shape (128, 2), expected (128, 1, 2)" in run.lines["test.1.error"]
+
+
+def test_input_check_can_be_turned_off_for_the_server_verdict(runs):
+    """With NVFP4_EVAL_CHECK_INPUTS=0 the in-place writer passes, as on the server."""
+    run = get(runs, "modifies_inputs.unchecked")
+    assert run.returncode == 0 and run.lines["test.0.status"] == "pass", describe(run)
+
+
+def test_caching_passes_one_check_but_fails_the_leaderboard(runs):
+    assert get(runs, "cache.test").returncode == 0  # one check per shape cannot see it
+    run = get(runs, "cache.leaderboard")
+    assert run.returncode == 112, describe(run)
+    assert run.lines["benchmark.0.status"] == "fail"
+    assert "mismatch found" in run.lines["benchmark.0.error"]
+    assert "benchmark.0.mean" not in run.lines
+
+
+def test_worker_environment(runs):
+    """The secret seed never reaches the submission; the backend variable and the chosen
+    distribution do."""
+    err = get(runs, "probe.test").lines["test.0.error"]
+    assert "POPCORN_SEED=None" in err
+    assert "NVFP4_GEMV_BACKEND=torch" in err
+    assert int(err.split("a_max_byte=")[1].split()[0]) > 3  # official bytes are 0..3
+
+
+# --------------------------------------------------------------------------- human mode
+
+
+def test_human_test_mode_json_and_table(runs):
+    proc, report = runs["human.good"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report["passed"] is True and list(report["modes"]) == ["test"]
+    cases = report["modes"]["test"]["cases"]
+    assert [(c["m"], c["k"], c["l"], c["status"]) for c in cases] == [(128, 256, 1, "pass"), (128, 256, 2, "pass")]
+    assert report["distribution"] == "official" and report["device"]
+    assert "test: PASS" in proc.stdout
+    assert "[test 1/2] m: 128; k: 256; l: 1; seed: 1111" in proc.stderr  # progress on stderr
+
+
+def test_human_mode_reports_a_failure(runs):
+    proc, report = runs["human.raises"]
+    assert proc.returncode == 112
+    assert report["passed"] is False
+    assert "always raises" in report["modes"]["test"]["cases"][0]["error"]
+    assert "test: FAIL" in proc.stdout
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the CPU refusal")
+def test_human_benchmark_needs_cuda():
+    proc = human(["--submission", str(fixture("good_submission")), "--mode", "benchmark"])
+    assert proc.returncode == 2
+    assert "need a CUDA GPU" in proc.stderr
+
+
+def test_human_mode_usage_errors(tmp_path):
+    assert ev.human_main(["--submission", str(tmp_path / "nope.py")]) == 2
+    assert ev.human_main(["--submission", str(fixture("good_submission")), "--shapes",
+                          str(tmp_path / "missing.txt")]) == 2
+    assert ev.human_main(["--submission", str(fixture("good_submission")), "--distribution", "nope"]) == 2
+
+
+# --------------------------------------------------------------------------- CUDA only
+
+
+@requires_cuda
+def test_cuda_benchmark_and_leaderboard_stats(tmp_path):
+    """The CUDA-event path: plausible stats, repeat caps respected."""
+    workdir = server_layout(tmp_path / "real", REAL)
+    for mode, test_file, cap in (("benchmark", TINY, ev.BENCH_CASE[0]),
+                                 ("leaderboard", TINY_ONE, ev.LEADERBOARD_CASE[0])):
+        run = ev.run_protocol(workdir, mode, test_file, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+        assert run.returncode == 0, describe(run)
+        for i in range(int(run.lines["benchmark-count"])):
+            runs_ = int(run.lines[f"benchmark.{i}.runs"])
+            mean, best, worst = (float(run.lines[f"benchmark.{i}.{f}"]) for f in ("mean", "best", "worst"))
+            assert 3 <= runs_ <= cap
+            assert 0 < best <= mean <= worst < 1e9  # ns: a tiny GEMV is far below a second
+
+
+@requires_cuda
+def test_cuda_profile_mode(tmp_path):
+    workdir = server_layout(tmp_path / "real", REAL)
+    run = ev.run_protocol(workdir, "profile", TINY_ONE, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0, describe(run)
+    report = base64.b64decode(run.lines["benchmark.0.report"], b"+*").decode()
+    assert "Name" in report and "CUDA" in report
+
+
+@requires_cuda
+def test_cuda_human_benchmark_table(tmp_path):
+    """Human mode on the official benchmark shapes: a table with the B200 SOL column."""
+    out = tmp_path / "bench.json"
+    proc = human(["--mode", "benchmark", "--shapes", "benchmarks", "--json", str(out)])
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(out.read_text())["modes"]["benchmark"]
+    assert [c["sol_us"] for c in summary["cases"]] == [b["sol_us"] for b in ev.load_shapes()["benchmarks"]]
+    assert all(c["mean_us"] > 0 and c["pct_of_sol"] > 0 for c in summary["cases"])
+    assert summary["geomean_mean_us"] > 0 and summary["geomean_median_us"] > 0
+    assert "geomean of means" in proc.stdout

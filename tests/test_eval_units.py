@@ -1,0 +1,201 @@
+"""eval.py's pure parts, in process: test-file parser, secret seed, statistics, stopping rule,
+geometric mean, popcorn line parsing, summaries and tables, protocol exit codes."""
+
+import math
+import statistics
+
+import pytest
+
+import eval as ev
+
+# --------------------------------------------------------------------------- parser
+
+
+def test_parser_reads_keys_and_converts_integers():
+    cases = ev.parse_test_cases("m: 128; k: 256; l: 1; seed: 1111\n  m:7168 ;k: 16384;l: 1; seed: -5\n")
+    assert [c.args for c in cases] == [{"m": 128, "k": 256, "l": 1, "seed": 1111},
+                                       {"m": 7168, "k": 16384, "l": 1, "seed": -5}]
+    assert cases[0].spec == "m: 128; k: 256; l: 1; seed: 1111"  # the spec is the line verbatim
+
+
+def test_parser_keeps_alphabetic_values_as_strings():
+    (case,) = ev.parse_test_cases("m: 128; mode: fast")
+    assert case.args == {"m": 128, "mode": "fast"}
+
+
+@pytest.mark.parametrize("line", [
+    "m: 128; k: 256;",          # empty part after the last ';'
+    "m 128",                    # no colon
+    "m: 12.5",                  # not an integer
+    "m: full-range",            # '-' is not alphabetic
+    "m1: 128",                  # digits in a key
+    "",                         # a blank line is not a case
+])
+def test_parser_rejects_bad_lines(line):
+    with pytest.raises(ev.TestFileError, match="invalid test case"):
+        ev.parse_test_cases(f"m: 128; k: 256; l: 1; seed: 1\n{line}\n")
+
+
+def test_secret_seed_combines_every_case_seed():
+    text = "m: 128; k: 256; l: 1; seed: 1111\nm: 128; k: 256; l: 2\n"
+    cases = ev.parse_test_cases(text, secret_seed=98765)
+    a, b = 1111, 98765
+    assert cases[0].args["seed"] == a + (a + b) * (a + b + 1) // 2
+    assert "seed" not in cases[1].args  # no seed, nothing to combine
+    assert ev.parse_test_cases(text)[0].args["seed"] == 1111  # without a secret: unchanged
+
+
+def test_combine_seeds_values():
+    assert ev.combine_seeds(0, 0) == 0
+    assert ev.combine_seeds(1, 2) == 1 + 3 * 4 // 2
+    # distinct pairs give distinct seeds (Cantor pairing is a bijection)
+    seen = {ev.combine_seeds(a, b) for a in range(40) for b in range(40)}
+    assert len(seen) == 1600
+
+
+def test_spec_line_round_trips_through_the_parser():
+    case = {"m": 4096, "k": 7168, "l": 8, "seed": 1111, "sol_us": 17.275}
+    assert ev.spec_line(case) == "m: 4096; k: 7168; l: 8; seed: 1111"
+    (parsed,) = ev.parse_test_cases(ev.spec_line(case))
+    assert parsed.args == {"m": 4096, "k": 7168, "l": 8, "seed": 1111}
+
+
+def test_shapes_json_parses_as_test_files():
+    shapes = ev.load_shapes()
+    for key in ("tests", "benchmarks"):
+        cases = ev.parse_test_cases(ev.test_file_text(shapes[key]))
+        assert [c.args["m"] for c in cases] == [s["m"] for s in shapes[key]]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_stats_mean_sample_std_err_best_worst():
+    d = [10.0, 12.0, 14.0, 20.0]
+    s = ev.calculate_stats(d)
+    assert s.runs == 4 and s.mean == 14.0 and s.best == 10.0 and s.worst == 20.0
+    assert s.std == pytest.approx(statistics.stdev(d))  # n - 1 denominator
+    assert s.err == pytest.approx(statistics.stdev(d) / 2.0)
+
+
+def test_stats_single_run_has_zero_spread():
+    s = ev.calculate_stats([5.0])
+    assert (s.runs, s.mean, s.std, s.err) == (1, 5.0, 0.0, 0.0)
+
+
+def test_stopping_rule():
+    steady = [1000.0] * 3  # err == 0: converged
+    assert not ev.should_stop(steady[:2], 1e9, 1e12)  # fewer than three repeats
+    assert not ev.should_stop(steady, ev.MIN_WALL_NS, 1e12)  # not yet past 100 ms
+    assert ev.should_stop(steady, ev.MIN_WALL_NS + 1, 1e12)  # converged after 100 ms
+    noisy = [1000.0, 3000.0, 2000.0]  # err / mean ~ 0.29: not converged
+    assert not ev.should_stop(noisy, 2e8, 1e12)
+    assert ev.should_stop(noisy, 2e8, 5000.0)  # mean x runs = 6000 ns > budget
+    assert ev.should_stop(noisy, ev.MAX_WALL_NS + 1, 1e12)  # wall-clock cap
+
+
+def test_loop_constants_match_the_server():
+    assert ev.BENCH_WARMUP == (200, 1e8) and ev.BENCH_CASE == (200, 10e9)
+    assert ev.LEADERBOARD_WARMUP == (1000, 5e8) and ev.LEADERBOARD_CASE == (1000, 30e9)
+    assert (ev.MIN_WALL_NS, ev.MAX_WALL_NS, ev.REL_ERR_TARGET, ev.RECHECK_SEED_STEP) == (1e8, 120e9, 1e-3, 13)
+
+
+def test_geomean():
+    assert ev.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert ev.geomean([3.0]) == pytest.approx(3.0)
+    assert ev.geomean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
+    assert ev.geomean([]) is None
+    assert ev.geomean([1.0, None]) is None  # a failed case has no score
+    assert ev.geomean([1.0, 0.0]) is None
+
+
+# --------------------------------------------------------------------------- popcorn lines
+
+
+def test_parse_popcorn_splits_at_the_first_colon_space():
+    text = "test-count: 1\ntest.0.spec: m: 128; k: 256\ntest.0.error: a: b: c\ncheck: fail\n"
+    lines = ev.parse_popcorn(text)
+    assert lines == {"test-count": "1", "test.0.spec": "m: 128; k: 256",
+                     "test.0.error": "a: b: c", "check": "fail"}
+
+
+def test_results_from_popcorn_timed_and_failed():
+    lines = ev.parse_popcorn(
+        "benchmark-count: 2\n"
+        "benchmark.0.spec: m: 7168; k: 16384; l: 1; seed: 1111\n"
+        "benchmark.0.runs: 10\nbenchmark.0.mean: 20000.0\nbenchmark.0.std: 10.0\n"
+        "benchmark.0.err: 3.0\nbenchmark.0.best: 19000.0\nbenchmark.0.worst: 25000.0\n"
+        "benchmark.0.median: 19500.0\n"
+        "benchmark.1.spec: m: 4096; k: 7168; l: 8; seed: 1111\n"
+        "benchmark.1.status: fail\nbenchmark.1.error: boom\ncheck: fail\n")
+    res = ev.results_from_popcorn(lines, "benchmark")
+    assert [r.ok for r in res] == [True, False]
+    assert res[0].args == {"m": 7168, "k": 16384, "l": 1, "seed": 1111}
+    assert res[1].error == "boom"
+    summary = ev.summarize("benchmark", res)
+    row = summary["cases"][0]
+    assert row["mean_us"] == 20.0 and row["median_us"] == 19.5 and row["sol_us"] == 8.622
+    assert row["pct_of_sol"] == pytest.approx(100 * 8.622 / 20.0)
+    assert summary["geomean_mean_us"] is None  # one case failed: no score
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _timed(spec, durations):
+    (case,) = ev.parse_test_cases(spec)
+    return ev.CaseResult(spec, case.args, True, durations=durations)
+
+
+def test_summary_and_table_of_a_timed_mode():
+    res = [_timed("m: 7168; k: 16384; l: 1; seed: 1111", [10e3, 20e3, 30e3, 40e3]),
+           _timed("m: 128; k: 256; l: 1; seed: 1", [1e3, 1e3, 4e3])]
+    s = ev.summarize("leaderboard", res)
+    a, b = s["cases"]
+    assert (a["runs"], a["mean_us"], a["median_us"], a["best_us"], a["worst_us"]) == (4, 25.0, 25.0, 10.0, 40.0)
+    assert a["sol_us"] == 8.622 and b["sol_us"] is None and b["pct_of_sol"] is None
+    assert s["geomean_mean_us"] == pytest.approx(math.sqrt(25.0 * 2.0))
+    assert s["geomean_median_us"] == pytest.approx(math.sqrt(25.0 * 1.0))
+    table = ev.format_table(s, "NVIDIA H100 80GB HBM3")
+    assert "official B200 numbers; this run is on NVIDIA H100 80GB HBM3" in table  # non-B200 said
+    assert "34.5%" in table  # 8.622 / 25
+    assert "geomean of means:   7.071 µs" in table and "leaderboard: PASS" in table
+    b200 = ev.format_table(s, "NVIDIA B200")
+    assert "official B200 numbers" not in b200
+
+
+def test_table_shows_failures():
+    res = [ev.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1},
+                         False, error="mismatch found!")]
+    table = ev.format_table(ev.summarize("benchmark", res), "NVIDIA B200")
+    assert "FAIL: mismatch found!" in table and "benchmark: FAIL" in table
+    table = ev.format_table(ev.summarize("test", res), "cpu")
+    assert "FAIL: mismatch found!" in table and "test: FAIL" in table
+
+
+# --------------------------------------------------------------------------- protocol exits
+
+
+def test_protocol_exit_codes(tmp_path, monkeypatch):
+    monkeypatch.delenv("POPCORN_FD", raising=False)
+    assert ev.protocol_main(["test", "x.txt"]) == ev.EXIT_NO_FD == 111
+    assert ev.main(["test", "x.txt"]) == 111  # positional mode without POPCORN_FD: not human mode
+    monkeypatch.setenv("POPCORN_FD", "99")  # never opened: every case below returns first
+    assert ev.protocol_main(["test"]) == ev.EXIT_USAGE == 2
+    assert ev.protocol_main(["bogus", "x.txt"]) == 2
+    assert ev.protocol_main(["test", str(tmp_path / "missing.txt")]) == ev.EXIT_BAD_TESTS == 113
+    bad = tmp_path / "bad.txt"
+    bad.write_text("m: 128; k 256\n")
+    assert ev.protocol_main(["test", str(bad)]) == 113
+    good = tmp_path / "good.txt"
+    good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
+    monkeypatch.setenv(ev.ENV_DISTRIBUTION, "no-such-distribution")
+    assert ev.protocol_main(["test", str(good)]) == 2
+
+
+def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):
+    monkeypatch.setenv("POPCORN_FD", "99")
+    monkeypatch.setenv("POPCORN_SEED", "123")
+    assert ev.protocol_main(["test", str(tmp_path / "missing.txt")]) == 113
+    import os
+    assert "POPCORN_SEED" not in os.environ
