@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
-from conftest import requires_cuda
-from tolerances import EXACT, FP16_OUTPUT_HEADROOM, NVFP4_GAUSSIAN_SQNR_MIN_DB
+from conftest import ROOT, requires_cuda
+from tolerances import EXACT, FP16_OUTPUT_HEADROOM, KERNEL_ATOL, KERNEL_RTOL, NVFP4_GAUSSIAN_SQNR_MIN_DB
 
 import quant as Q
 import reference as R
+from utils import verbose_allclose
 
 E2M1 = np.array(R.E2M1_VALUES, dtype=np.float64)  # code -> value, 16 entries
-E2M1_GRID = E2M1[:8]  # magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6
 # Every non-negative finite e4m3 value, indexed by its code (0x00..0x7E).
 E4M3 = R.decode_e4m3(torch.arange(0, 0x7F, dtype=torch.uint8)).double().numpy()
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -338,3 +340,70 @@ def test_quantized_distributions_look_like_model_data(dist):
     if dist == "outliers":  # about 1/256 of a's blocks carry the x100 factor
         frac = float((scales > 10).double().mean())
         assert 0.5 / 256 < frac < 2 / 256
+
+
+# --------------------------------------------------------------------------- custom_kernel backends
+#
+# Every backend of submission.custom_kernel, forced through NVFP4_GEMV_BACKEND, against
+# ref_kernel on every distribution, c poisoned with NaN before each call. torch and the
+# emulated scaled_mm are exact (bit-for-bit equal to ref_kernel); triton accumulates in fp32.
+
+BACKEND_TOL = {"torch": (EXACT, EXACT), "scaled_mm": (EXACT, EXACT), "triton": (KERNEL_RTOL, KERNEL_ATOL)}
+BENCHMARKS = [(t["m"], t["k"], t["l"], t["seed"]) for t in json.loads((ROOT / "shapes.json").read_text())["benchmarks"]]
+
+
+@pytest.fixture
+def run_backend(monkeypatch):
+    """run(name, data) -> custom_kernel's output with the backend forced, c poisoned first.
+    scaled_mm off Blackwell: torch._scaled_mm is the exact emulator and the support check is
+    waived, so the real dispatch path runs."""
+    submission = pytest.importorskip("submission")
+
+    def run(name, data):
+        device = data[0].device
+        if name == "scaled_mm" and device.type == "cpu":
+            monkeypatch.setattr(torch, "_scaled_mm", R.scaled_mm_fp4_emulated)
+            monkeypatch.setitem(submission._SUPPORT, "scaled_mm", lambda dev: (True, ""))
+        ok, why = submission.backend_support(device)[name]
+        if not ok:
+            pytest.skip(f"backend {name} cannot run here: {why}")
+        monkeypatch.setenv("NVFP4_GEMV_BACKEND", name)
+        assert submission.select_backend(device) == name
+        data[6].fill_(float("nan"))
+        return submission.custom_kernel(data)
+
+    return run
+
+
+def _check_backend(run_backend, name, data):
+    expected = R.ref_kernel(data[:6] + (data[6].clone(),))
+    assert torch.isfinite(expected).all()
+    out = run_backend(name, data)
+    assert out.shape == expected.shape and out.dtype == torch.float16 and out.device == expected.device
+    rtol, atol = BACKEND_TOL[name]
+    reasons = verbose_allclose(out, expected, rtol=rtol, atol=atol)
+    assert not reasons, f"{name}: " + "\n".join(reasons)
+
+
+@pytest.mark.parametrize("dist", sorted(R.DISTRIBUTIONS))
+@pytest.mark.parametrize("name", ["torch", "scaled_mm"])
+@pytest.mark.parametrize("m,k,l", [(128, 256, 1), (256, 1536, 3), (128, 16384, 1)])
+def test_exact_backends_match_reference_on_every_distribution(run_backend, name, dist, m, k, l):
+    _check_backend(run_backend, name, R.generate_input(m, k, l, seed=21, device="cpu", distribution=dist))
+
+
+@pytest.mark.parametrize("dist", sorted(R.DISTRIBUTIONS))
+@pytest.mark.parametrize("m,k,l", [(128, 256, 1), (256, 512, 3)])
+def test_triton_backend_matches_reference_on_every_distribution(run_backend, dist, m, k, l):
+    """On the CPU this runs Triton's interpreter (TRITON_INTERPRET=1, set by conftest): small shapes."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    _check_backend(run_backend, "triton", R.generate_input(m, k, l, seed=22, device=device, distribution=dist))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dist", ["gaussian", "outliers"])
+@pytest.mark.parametrize("name", ["triton", "torch", "scaled_mm"])
+@pytest.mark.parametrize("m,k,l,seed", BENCHMARKS)
+def test_gpu_backends_benchmark_shapes_quantized_data(run_backend, name, dist, m, k, l, seed):
+    """scaled_mm runs only on Blackwell (skipped with the reason elsewhere)."""
+    _check_backend(run_backend, name, R.generate_input(m, k, l, seed, device="cuda", distribution=dist))
