@@ -6,11 +6,14 @@ One entry point, ``custom_kernel(data)``, dispatching to a backend:
 
 * ``scaled_mm``: FP4 ``torch._scaled_mm`` per batch (needs compute capability 10.x). The
   blocked scale vectors are views of ``sfa_permuted`` / ``sfb_permuted`` (no copies).
-* ``triton``: not built yet (slot kept for the portable kernel).
+* ``triton``: one Triton kernel for all L, at the memory-bandwidth limit (any CUDA GPU of
+  compute capability >= 8.0; on the CPU only under TRITON_INTERPRET=1, for tests).
 * ``torch``: exact dequantise-and-multiply in plain torch; runs anywhere (CPU included).
 
 ``NVFP4_GEMV_BACKEND`` = auto | scaled_mm | triton | torch forces one; a forced backend that
-cannot run here raises. ``auto`` picks torch on CPU and triton (when built) on CUDA.
+cannot run here raises. ``auto`` picks torch on the CPU, triton on CUDA GPUs without FP4
+``_scaled_mm``, and on compute capability 10.x the faster of triton and scaled_mm per shape,
+timed on the first call with that shape (a few extra launches and one sync, once) and cached.
 
 Inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``: a [m, k/2, l] e2m1 pairs (low
 nibble = even element), b [128, k/2, l] (row 0 used), plain scales sfa/sfb (on the CPU on a
@@ -24,6 +27,12 @@ import torch
 
 from task import input_t, output_t
 
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the torch backend still works
+    triton = None
+
 # --------------------------------------------------------------------------- constants
 
 _BACKENDS = ("auto", "scaled_mm", "triton", "torch")
@@ -36,6 +45,135 @@ _E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -
 
 # torch backend: elements of A decoded at once (bounds its fp32 temporaries to ~64 MiB).
 _TORCH_CHUNK = 1 << 24
+
+
+# --------------------------------------------------------------------------- triton kernel
+#
+# Grid (M / BLOCK_M, L): one program owns BLOCK_M rows of one batch and walks K in steps of
+# BLOCK_G 16-element groups. A is read as uint64 words, one word = one group of 16 e2m1
+# values = 8 bytes, so a thread's two adjacent words are one 16-byte load. b row 0 and its
+# scales are loaded per step (tiny, L2/L1 resident) and decoded once per thread for all its
+# rows. Scales come from the permuted layout (the plain ones live on the CPU): scale
+# (row i, group j) of a batch sits at byte
+#     (i // 128) * G * 128 + (j // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + j % 4
+# with G = K / 16 groups per row, so a batch spans M * G bytes.
+#
+# Decoding (exact): the fp16 bit pattern ((c & 7) << 9) | ((c & 8) << 12) of an e2m1 code c
+# is its value times 2^-14; an e4m3 code s gives fp16 ((s & 0x7F) << 7) | ((s & 0x80) << 8)
+# = value * 2^-8. A group's dot product is summed first (A side carrying the 2^-14), then
+# multiplied once by sfa * sfb * 2^30 (the 2^-8 of each scale and the 2^-14 folded in).
+#
+# Two group-dot implementations compute the same exact group sums:
+# * asm (GPU): packed fp16x2 arithmetic in PTX. Pairs of nibbles n and n + 4 of a 32-bit word
+#   land in the two fp16 halves with one shift and mask each; a's sign bits are XORed into
+#   the (pre-decoded, true-valued) b pair, and fma.rn.f16x2 accumulates 8 products per half.
+#   Each half's partial sum is a multiple of 2^-16 below 2^-5, so fp16 holds it exactly.
+# * tl (portable, and the one Triton's CPU interpreter runs): the same decode per nibble in
+#   plain Triton ops, fp32 products and sums (also exact).
+
+if triton is not None:
+    def _ptx_pair(word, n):
+        """PTX putting |a| of nibbles n, n+4 of `word` into t (fp16x2 of value * 2^-14) and
+        their signs at bits 15/31 of u."""
+        mag = f"shl.b32 t, {word}, {9 - 4 * n};" if n < 3 else f"shr.b32 t, {word}, 3;"
+        sign = f"shl.b32 u, {word}, {12 - 4 * n};" if n < 3 else f"mov.b32 u, {word};"
+        return f"{mag} and.b32 t, t, 0x0E000E00; {sign} and.b32 u, u, 0x80008000;"
+
+    # b group (u64) -> 8 fp16x2 registers of true values; pair p = 4 * word + n.
+    _PTX_B = tl.constexpr(
+        "{ .reg .b32 lo, hi, t, u, k; mov.b64 {lo, hi}, $8; mov.b32 k, 0x74007400; "
+        + " ".join(_ptx_pair(w, n) + f" or.b32 t, t, u; mul.rn.f16x2 ${4 * i + n}, t, k;"
+                   for i, w in enumerate(("lo", "hi")) for n in range(4))
+        + " }")
+
+    # a group (u64) . b group (8 fp16x2) -> fp32 sum of 16 products, times 2^-14.
+    _PTX_DOT = tl.constexpr(
+        "{ .reg .b32 lo, hi, t, u, acc; .reg .b16 h0, h1; .reg .f32 f0, f1; mov.b64 {lo, hi}, $1; "
+        + " ".join(_ptx_pair(w, n) + f" xor.b32 u, u, ${2 + 4 * i + n}; "
+                   + ("mul.rn.f16x2 acc, t, u;" if i == 0 and n == 0 else "fma.rn.f16x2 acc, t, u, acc;")
+                   for i, w in enumerate(("lo", "hi")) for n in range(4))
+        + " mov.b32 {h0, h1}, acc; cvt.f32.f16 f0, h0; cvt.f32.f16 f1, h1; add.f32 $0, f0, f1; }")
+
+    @triton.jit
+    def _group_dot_asm(qa, qb):
+        b0, b1, b2, b3, b4, b5, b6, b7 = tl.inline_asm_elementwise(
+            _PTX_B, "=r,=r,=r,=r,=r,=r,=r,=r,l", [qb], dtype=(tl.int32,) * 8, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            _PTX_DOT, "=f,l,r,r,r,r,r,r,r,r",
+            [qa, b0[None, :], b1[None, :], b2[None, :], b3[None, :],
+             b4[None, :], b5[None, :], b6[None, :], b7[None, :]],
+            dtype=tl.float32, is_pure=True, pack=1)
+
+    @triton.jit
+    def _e2m1_tl(w, n: tl.constexpr):
+        """Nibble n of uint32 words -> fp32 value * 2^-14."""
+        x = w >> (4 * n)
+        bits = ((x & 7) << 9) | ((x & 8) << 12)
+        return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+
+    @triton.jit
+    def _group_dot_tl(qa, qb):
+        a_lo = qa.to(tl.uint32)
+        a_hi = (qa >> 32).to(tl.uint32)
+        b_lo = qb.to(tl.uint32)
+        b_hi = (qb >> 32).to(tl.uint32)
+        s = _e2m1_tl(a_lo, 0) * (_e2m1_tl(b_lo, 0) * 16384.0)[None, :]
+        for n in tl.static_range(1, 8):
+            s += _e2m1_tl(a_lo, n) * (_e2m1_tl(b_lo, n) * 16384.0)[None, :]
+        for n in tl.static_range(8):
+            s += _e2m1_tl(a_hi, n) * (_e2m1_tl(b_hi, n) * 16384.0)[None, :]
+        return s
+
+    @triton.jit
+    def _e4m3_tl(s):
+        """uint8 e4m3 codes -> fp32 value * 2^-8 (codes 0x7F/0xFF, NaN, are never inputs)."""
+        s16 = s.to(tl.uint16)
+        bits = ((s16 & 0x7F) << 7) | ((s16 & 0x80) << 8)
+        return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+
+    @triton.jit
+    def _nvfp4_gemv_kernel(
+        a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
+        n_groups,  # K / 16
+        stride_am, stride_al, stride_bl,  # a, b strides in 8-byte words
+        sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
+        stride_cm, stride_cl,  # c strides in elements
+        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, EVEN_G: tl.constexpr,
+        USE_ASM: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
+    ):
+        pid_m = tl.program_id(0)
+        li = tl.program_id(1).to(tl.int64)
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        gs = tl.arange(0, BLOCK_G)
+        a_rows = a_ptr.to(tl.pointer_type(tl.uint64)) + li * stride_al + rows[:, None].to(tl.int64) * stride_am
+        b_row = b_ptr.to(tl.pointer_type(tl.uint64)) + li * stride_bl
+        sa_rows = (sfa_ptr.to(tl.pointer_type(tl.uint8)) + li * sfa_bstride
+                   + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
+        sb_row = sfb_ptr.to(tl.pointer_type(tl.uint8)) + li * sfb_bstride
+        acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
+        for g0 in range(0, n_groups, BLOCK_G):
+            g = g0 + gs
+            gp = (g // 4) * 512 + (g % 4)
+            if EVEN_G:
+                qa = tl.load(a_rows + g[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+                sa = tl.load(sa_rows + gp[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+                qb = tl.load(b_row + g, eviction_policy="evict_last")
+                sb = tl.load(sb_row + gp, eviction_policy="evict_last")
+            else:
+                gm = g < n_groups
+                qa = tl.load(a_rows + g[None, :], mask=gm[None, :], other=0,
+                             cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+                sa = tl.load(sa_rows + gp[None, :], mask=gm[None, :], other=0,
+                             cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+                qb = tl.load(b_row + g, mask=gm, other=0, eviction_policy="evict_last")
+                sb = tl.load(sb_row + gp, mask=gm, other=0, eviction_policy="evict_last")
+            if USE_ASM:
+                s = _group_dot_asm(qa, qb)
+            else:
+                s = _group_dot_tl(qa, qb)
+            acc += s * (_e4m3_tl(sa) * (_e4m3_tl(sb) * 1073741824.0)[None, :])  # 2^30
+        out = tl.sum(acc, axis=1)
+        tl.store(c_ptr + rows * stride_cm + li * stride_cl, out.to(tl.float16))
 
 
 # --------------------------------------------------------------------------- validation
@@ -171,6 +309,43 @@ def _scaled_mm_backend(data, m: int, k: int, l: int) -> torch.Tensor:
     return torch.stack(cols, dim=1).view(m, 1, l)
 
 
+# --------------------------------------------------------------------------- triton backend
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages). Chosen by measurement (see each line).
+_TRITON_CONFIGS = {}
+_TRITON_DEFAULT = (16, 64, 1, 1)
+
+
+def _triton_config(m: int, k: int, l: int) -> tuple:
+    cfg = _TRITON_CONFIGS.get((m, k, l))
+    if cfg is None:
+        block_m, block_g, warps, stages = _TRITON_DEFAULT
+        g = k // 16
+        while block_g > 4 and block_g >= 2 * g:  # no step much wider than a row
+            block_g //= 2
+        cfg = (block_m, block_g, warps, stages)
+    return cfg
+
+
+_TRITON_HINTS = ("", "")  # (cache modifier, eviction policy) for A and its scales
+
+
+def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Tensor:
+    a, b, _, _, sfa_p, sfb_p, c = data
+    block_m, block_g, warps, stages = _triton_config(m, k, l)
+    n_groups = k // 16
+    use_asm = (decode or ("tl" if _INTERPRET else "asm")) == "asm"
+    _nvfp4_gemv_kernel[(m // block_m, l)](
+        a.view(torch.uint8), b.view(torch.uint8), sfa_p, sfb_p, c,
+        n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
+        m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2),
+        BLOCK_M=block_m, BLOCK_G=block_g, EVEN_G=n_groups % block_g == 0, USE_ASM=use_asm,
+        A_CACHE=_TRITON_HINTS[0], A_EVICT=_TRITON_HINTS[1], num_warps=warps, num_stages=stages)
+    return c
+
+
 # --------------------------------------------------------------------------- dispatch
 
 def scaled_mm_supported(device) -> tuple:
@@ -185,7 +360,19 @@ def scaled_mm_supported(device) -> tuple:
 
 
 def triton_supported(device) -> tuple:
-    return False, "the triton backend is not built yet"
+    """(ok, reason): Triton on a CUDA GPU of compute capability >= 8.0, or on the CPU under
+    Triton's interpreter (TRITON_INTERPRET=1 before import; for tests, slow)."""
+    device = torch.device(device)
+    if triton is None:
+        return False, "triton is not installed"
+    if device.type == "cuda":
+        cap = torch.cuda.get_device_capability(device)
+        if cap < (8, 0):
+            return False, f"the triton kernel needs compute capability >= 8.0, this GPU is {cap[0]}.{cap[1]}"
+        return True, ""
+    if device.type == "cpu" and _INTERPRET:
+        return True, ""
+    return False, f"the triton kernel needs a CUDA GPU (or TRITON_INTERPRET=1 on the CPU), got {device.type}"
 
 
 def torch_supported(device) -> tuple:
@@ -193,8 +380,9 @@ def torch_supported(device) -> tuple:
 
 
 _SUPPORT = {"scaled_mm": scaled_mm_supported, "triton": triton_supported, "torch": torch_supported}
-_RUN = {"scaled_mm": _scaled_mm_backend, "torch": _torch_backend}
-_AUTO = {}  # device -> backend chosen by auto
+_RUN = {"scaled_mm": _scaled_mm_backend, "triton": _triton_backend, "torch": _torch_backend}
+_AUTO = {}  # device -> "torch" | "triton" | "fastest"
+_FASTEST = {}  # (device, m, k, l) -> backend, measured on first use (Blackwell)
 
 
 def backend_support(device) -> dict:
@@ -203,17 +391,20 @@ def backend_support(device) -> dict:
 
 
 def _auto_backend(device) -> str:
+    """auto: torch on the CPU; on CUDA the triton kernel, or, where FP4 _scaled_mm also runs
+    (compute capability 10.x), "fastest": the faster of the two per shape (see _fastest)."""
     name = _AUTO.get(device)
     if name is None:
         name = "torch"
         if device.type == "cuda" and triton_supported(device)[0]:
-            name = "triton"
+            name = "fastest" if scaled_mm_supported(device)[0] else "triton"
         _AUTO[device] = name
     return name
 
 
 def select_backend(device) -> str:
-    """The backend ``custom_kernel`` uses on ``device`` under the current environment."""
+    """The backend ``custom_kernel`` uses on ``device`` under the current environment
+    ("fastest" = measured per shape on first use)."""
     want = os.environ.get(_ENV, "auto").strip().lower() or "auto"
     if want not in _BACKENDS:
         raise ValueError(f"{_ENV}={want!r}: choose one of {', '.join(_BACKENDS)}")
@@ -225,6 +416,40 @@ def select_backend(device) -> str:
     return want
 
 
+def _time_backend(name: str, data, m: int, k: int, l: int, reps: int = 5) -> float:
+    """Median device milliseconds of one backend on ``data`` (after one warm-up call)."""
+    run = _RUN[name]
+    run(data, m, k, l)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run(data, m, k, l)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[reps // 2]
+
+
+def _fastest(data, m: int, k: int, l: int) -> str:
+    """The faster of triton and scaled_mm for this shape, timed once on the first call with
+    the shape and cached for the process (a backend that raises is skipped)."""
+    key = (data[0].device, m, k, l)
+    name = _FASTEST.get(key)
+    if name is None:
+        times = {}
+        for cand in ("triton", "scaled_mm"):
+            try:
+                times[cand] = _time_backend(cand, data, m, k, l)
+            except Exception:  # e.g. a cuBLAS without FP4 support: not a candidate
+                pass
+        name = _FASTEST[key] = min(times, key=times.get) if times else "torch"
+    return name
+
+
 def custom_kernel(data: input_t) -> output_t:
     m, k, l = _check(data)
-    return _RUN[select_backend(data[0].device)](data, m, k, l)
+    name = select_backend(data[0].device)
+    if name == "fastest":
+        name = _fastest(data, m, k, l)
+    return _RUN[name](data, m, k, l)

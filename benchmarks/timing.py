@@ -1,0 +1,152 @@
+"""Shared GPU timing helpers for the kit's benchmark scripts.
+
+* ``device_times``: device time of one call per input set, L2 cold by rotation: the calls
+  cycle through ``len(sets)`` input sets whose bytes together exceed the L2 several times,
+  each call bracketed by its own pair of CUDA events, launched back to back (no host sync in
+  between), so what is timed is the device work of that call.
+* ``read_ceiling``: the same protocol around a plain read of N bytes per set (16-byte
+  loads, a reduction, one word written per program): the bandwidth ceiling a memory-bound
+  kernel moving N bytes can hope for, measured in the same run. Several launch shapes are
+  tried and the fastest kept.
+* ``harness_times``: the competition protocol per call: synchronize, clear the L2 (the
+  server's 4 GiB write), event, ``fn(data)``, event, synchronize. Host time of the Python call
+  counts here, as it does on the leaderboard.
+* ``bare_launch_floor``: the harness protocol around the launch of an empty Triton kernel:
+  the smallest time that protocol can report for any one-launch Triton kernel.
+* ``host_cost``: host (CPU) microseconds per call of a function, no synchronisation.
+
+All times are microseconds. Medians unless named otherwise.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from utils import clear_l2_cache
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def device_times(fn: Callable, sets: Sequence, reps: int = 40, warmup: int = 3) -> list[float]:
+    """Device microseconds of ``fn(sets[i % len(sets)])`` for ``reps`` calls (after ``warmup``
+    rounds over all sets), events per call, no sync between calls."""
+    for _ in range(warmup):
+        for s in sets:
+            fn(s)
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i in range(reps):
+        s = sets[i % len(sets)]
+        ev[i][0].record()
+        fn(s)
+        ev[i][1].record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) * 1e3 for a, b in ev]
+
+
+# --------------------------------------------------------------------------- read ceiling
+
+@triton.jit
+def _read_kernel(src, out, n_words, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    """Each program reads ITERS * BLOCK consecutive uint64 words (16-byte loads by pairs) and
+    writes one word: their xor (keeps the loads alive)."""
+    pid = tl.program_id(0)
+    base = pid.to(tl.int64) * (BLOCK * ITERS)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.uint64)
+    for i in tl.static_range(ITERS):
+        idx = base + i * BLOCK + offs
+        acc ^= tl.load(src + idx, mask=idx < n_words, other=0, eviction_policy="evict_first")
+    tl.store(out + pid, tl.reduce(acc, 0, _xor))
+
+
+@triton.jit
+def _xor(a, b):
+    return a ^ b
+
+
+READ_SHAPES = ((1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 1, 8), (1024, 8, 4), (2048, 4, 8))
+
+
+def make_read_buffers(nbytes: int, n_sets: int, device="cuda") -> list:
+    """``n_sets`` buffers of ``nbytes`` random bytes (rounded up to a multiple of 128 bytes, so
+    that the bounds mask stays vectorisable), as uint64 words, plus an output buffer each."""
+    words = (nbytes + 127) // 128 * 16
+    bufs = []
+    for _ in range(n_sets):
+        src = torch.randint(0, 2 ** 62, (words,), dtype=torch.int64, device=device).view(torch.uint64)
+        out = torch.empty(triton.cdiv(words, 1024), dtype=torch.uint64, device=device)
+        bufs.append((src, out))
+    return bufs
+
+
+def read_launch(buf, block: int, iters: int, warps: int) -> None:
+    src, out = buf
+    n = src.numel()
+    _read_kernel[(triton.cdiv(n, block * iters),)](src, out, n, BLOCK=block, ITERS=iters, num_warps=warps)
+
+
+def read_ceiling(nbytes: int, n_sets: int = 8, reps: int = 40, shapes=READ_SHAPES, bufs=None) -> dict:
+    """Fastest median device time (µs) of reading ``nbytes`` per call over rotating sets, and
+    the launch shape that gave it. Returns {"us", "shape", "all": {shape: us}}."""
+    bufs = bufs or make_read_buffers(nbytes, n_sets)
+    res = {}
+    for block, iters, warps in shapes:
+        res[(block, iters, warps)] = median(device_times(lambda b: read_launch(b, block, iters, warps), bufs, reps))
+    best = min(res, key=res.get)
+    return {"us": res[best], "shape": best, "all": res}
+
+
+# --------------------------------------------------------------------------- harness protocol
+
+def harness_times(fn: Callable, data, reps: int = 20, warmup: int = 2) -> list[float]:
+    """The leaderboard's protocol per call: sync, clear L2, event, fn(data), event, sync."""
+    for _ in range(warmup):
+        fn(data)
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        clear_l2_cache()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(data)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return times
+
+
+@triton.jit
+def _empty_kernel(x):
+    pass
+
+
+def bare_launch_floor(reps: int = 20) -> list[float]:
+    """Harness-protocol times of launching an empty Triton kernel (one pointer argument)."""
+    x = torch.empty(1, device="cuda")
+    return harness_times(lambda _: _empty_kernel[(1,)](x), None, reps)
+
+
+def host_cost(fn: Callable, arg, calls: int = 200) -> float:
+    """Host microseconds per ``fn(arg)`` call (no synchronisation; device work queues up)."""
+    fn(arg)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(arg)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def bare_launch_host_cost(calls: int = 200) -> float:
+    x = torch.empty(1, device="cuda")
+    return host_cost(lambda _: _empty_kernel[(1,)](x), None, calls)
