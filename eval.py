@@ -391,24 +391,23 @@ def _run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: 
 
 
 def _run_profile_case(args: dict):
-    """A profiler table (str) of one call, or a failure: (False, message)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    """(True, a profiler table of one call) or (False, a failure message)."""
     try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+        cuda = torch.cuda.is_available()
         custom_kernel = _custom_kernel()
         data = _generate(args)
         _sync()
-        activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(ProfilerActivity.CUDA)
         given = _clone(data)
+        activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
         with profile(activities=activities) as prof:
             custom_kernel(given)
             _sync()
+        sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+        return True, prof.key_averages().table(sort_by=sort, row_limit=20)
     except BaseException as exc:
         return False, _describe(exc, "profiling custom_kernel")
-    sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
-    return True, prof.key_averages().table(sort_by=sort, row_limit=20)
 
 
 # =========================================================================== parent side
