@@ -95,8 +95,9 @@ def _check_global_scale(global_scale) -> float:
 def global_scale_for(x: torch.Tensor) -> float:
     """The usual per-tensor global scale: amax(|x|) / (6 * 448) as an fp32 number (1.0 for x == 0)."""
     amax = float(x.detach().abs().max().to(torch.float32))
-    g = _check_global_scale(amax / (E2M1_MAX * E4M3_MAX)) if amax > 0 else 1.0
-    return g
+    if amax == 0:
+        return 1.0
+    return _check_global_scale(max(amax / (E2M1_MAX * E4M3_MAX), torch.finfo(torch.float32).tiny))
 
 
 def _round_to_e4m3(v: torch.Tensor) -> torch.Tensor:
@@ -245,6 +246,8 @@ def fill_outliers(data) -> None:
     ``OUTLIER_A_FACTOR`` (100) and each block of b by ``OUTLIER_B_FACTOR`` (10), independently
     with probability ``OUTLIER_RATE`` (1/256), before quantization. Block scales then span
     ~0.25..70 in a. Magnitude: at k = 16384 a row holds ~4 large blocks of a and b ~4 of its
-    own: ~100 * N(0, 16) per large block; where two coincide (~1 row in 64) 1000 * N(0, 16).
-    Measured max |c| over the benchmark shapes stays far below fp16's 65504 (see tests)."""
+    own, each adding ~100 * (16-term N(0,1) dot, std 4); where an a and a b block coincide
+    (~1 row in 64) 1000 * that dot. Measured max |c| over seeds 0..7: 20992 (7168 x 16384 x 1),
+    16120 (4096 x 7168 x 8), 13784 (7168 x 2048 x 4). Overflow needs one 16-term dot above
+    ~62 (15 sigma): Chernoff bound (1 - t^2)^-8 e^(-62 t) < 1e-18 per coincidence."""
     _fill_quantized(data, outliers=True)
