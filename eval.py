@@ -767,7 +767,7 @@ def format_table(summary: dict, device: str = "") -> str:
     lines = []
     if mode in ("benchmark", "leaderboard"):
         b200 = "B200" in device.upper()
-        note = "" if b200 else f"   <- official B200 numbers; this run is on {device or 'an unknown device'}"
+        note = "" if b200 else "   <- SOL: official B200 figures; this GPU is not a B200"
         lines.append(f"{mode}: {device or 'unknown device'}")
         head = (f"{'m':>6} {'k':>6} {'l':>2} {'runs':>5} {'mean µs':>10} {'median µs':>10} "
                 f"{'best µs':>10} {'worst µs':>10} {'SOL µs':>8} {'% of SOL':>9}")
