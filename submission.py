@@ -331,18 +331,55 @@ def _triton_config(m: int, k: int, l: int) -> tuple:
 
 _TRITON_HINTS = ("", "")  # (cache modifier, eviction policy) for A and its scales
 
+# Launch cache. Triton's JIT launch re-derives every argument's specialisation on each call
+# (a few µs of Python per call, which the leaderboard's timing includes). After the first
+# launch of a key, the compiled kernel is called directly; the key holds everything the
+# specialisation depends on (the integer arguments, pointer alignment, constexprs, device).
+# The direct path is checked once against the JIT path's output; if it differs or raises
+# (another Triton version, say), that key keeps the JIT path.
+_TRITON_LAUNCH = {}
+
+
+def _direct_runner(compiled, grid, args, consts, c):
+    """compiled[grid] (Triton's launcher, without the binder), if it reproduces c exactly."""
+    try:
+        run = compiled[grid]
+        scratch = torch.empty_like(c).fill_(float("nan"))
+        run(*args[:4], scratch, *args[5:], *consts)
+        if torch.equal(scratch, c):
+            return run
+    except Exception:  # noqa: BLE001 - any failure means: keep the JIT path
+        pass
+    return None
+
 
 def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Tensor:
     a, b, _, _, sfa_p, sfb_p, c = data
-    block_m, block_g, warps, stages = _triton_config(m, k, l)
+    cfg = _triton_config(m, k, l)
     n_groups = k // 16
+    a8 = a.view(torch.uint8)
+    b8 = b.view(torch.uint8)
+    args = (a8, b8, sfa_p, sfb_p, c, n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
+            m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2))
+    aligned = (a8.data_ptr() | b8.data_ptr() | sfa_p.data_ptr() | sfb_p.data_ptr() | c.data_ptr()) & 15 == 0
+    key = (args[5:], m, l, aligned, cfg, decode, _TRITON_HINTS, a.device)
+    run = _TRITON_LAUNCH.get(key)
+    if run is not None:
+        run(*args, *run.consts)
+        return c
+    block_m, block_g, warps, stages = cfg
     use_asm = (decode or ("tl" if _INTERPRET else "asm")) == "asm"
-    _nvfp4_gemv_kernel[(m // block_m, l)](
-        a.view(torch.uint8), b.view(torch.uint8), sfa_p, sfb_p, c,
-        n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
-        m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2),
-        BLOCK_M=block_m, BLOCK_G=block_g, EVEN_G=n_groups % block_g == 0, USE_ASM=use_asm,
-        A_CACHE=_TRITON_HINTS[0], A_EVICT=_TRITON_HINTS[1], num_warps=warps, num_stages=stages)
+    consts = (block_m, block_g, n_groups % block_g == 0, use_asm) + _TRITON_HINTS
+    grid = (m // block_m, l, 1)
+    compiled = _nvfp4_gemv_kernel[grid](
+        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], EVEN_G=consts[2], USE_ASM=consts[3],
+        A_CACHE=consts[4], A_EVICT=consts[5], num_warps=warps, num_stages=stages)
+    if key not in _TRITON_LAUNCH and not _INTERPRET:
+        _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
+        run = _direct_runner(compiled, grid, args, consts, c)
+        if run is not None:
+            run.consts = consts
+            _TRITON_LAUNCH[key] = run
     return c
 
 

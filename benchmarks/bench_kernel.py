@@ -40,17 +40,21 @@ from utils import verbose_allclose  # noqa: E402
 SHAPES = json.loads((ROOT / "shapes.json").read_text())["benchmarks"]
 N_SETS = 8
 
-# Candidate (BLOCK_M, BLOCK_G, num_warps, num_stages) per K, for --sweep. Rows per thread
-# = BLOCK_M / (warps * threads-per-warp along M), which Triton's layout sets to 32 /
-# (BLOCK_G / 4) (a thread loads 4 groups = 32 bytes of a row).
-SWEEP = {
-    16384: [(8, 64, 1, 1), (16, 64, 1, 1), (16, 64, 2, 1), (4, 128, 1, 1), (8, 128, 1, 1), (16, 128, 2, 1),
-            (32, 64, 4, 1), (8, 64, 2, 1), (16, 64, 1, 3), (8, 128, 1, 3)],
-    7168: [(16, 64, 1, 1), (16, 64, 2, 1), (32, 64, 2, 1), (8, 64, 1, 1), (32, 32, 2, 1), (16, 32, 1, 1),
-           (32, 32, 1, 1), (16, 64, 1, 3), (32, 64, 2, 3)],
-    2048: [(16, 64, 1, 1), (32, 32, 1, 1), (32, 16, 1, 1), (64, 16, 2, 1), (8, 128, 1, 1), (32, 64, 2, 1),
-           (16, 32, 1, 1), (64, 32, 2, 1)],
-}
+def sweep_configs(m: int, k: int) -> list[tuple]:
+    """Candidate (BLOCK_M, BLOCK_G, num_warps, num_stages) for --sweep. Triton lays a
+    [BLOCK_M, BLOCK_G] tile out with 4 groups (32 bytes of a row) per thread, BLOCK_G / 4
+    threads along K and the rest of the warp, then the warps, along M; so each thread owns
+    R = BLOCK_M * BLOCK_G / (128 * warps) rows, over which its decode of b is shared."""
+    out = []
+    for block_g in (16, 32, 64, 128):
+        if block_g > k // 16:
+            continue
+        for warps in (1, 2, 4, 8):
+            for rows in (2, 4, 8, 16) if block_g <= 32 else (2, 4, 8):
+                block_m = rows * 128 * warps // block_g
+                if 4 <= block_m <= 128 and m % block_m == 0:
+                    out.append((block_m, block_g, warps, 1))
+    return out
 
 
 def gemv_bytes(m: int, k: int, l: int) -> int:
@@ -123,7 +127,7 @@ def main() -> int:
               f"({nbytes / ceil['us'] / 1e6:.0f} GB/s) launch {ceil['shape']}", flush=True)
         if args.sweep:
             res = []
-            for cfg in SWEEP.get(k, []):
+            for cfg in sweep_configs(m, k):
                 for decode in ("asm",):
                     fn = triton_fn(m, k, l, cfg, decode)
                     try:
@@ -134,11 +138,23 @@ def main() -> int:
                     res.append({"cfg": cfg, "decode": decode, "us": us, "ratio": ceil["us"] / us, "bad": bad})
                     print(f"   sweep {shape} cfg={cfg} {decode}: {us:.2f} us ratio {ceil['us'] / us:.3f}"
                           + (f" WRONG {bad}" if bad else ""), flush=True)
-            good = [r for r in res if not r["bad"]]
+            good = sorted((r for r in res if not r["bad"]), key=lambda r: r["us"])
+            for r in good[:3]:  # software pipelining on the three best
+                for stages in (2, 3):
+                    cfg = r["cfg"][:3] + (stages,)
+                    fn = triton_fn(m, k, l, cfg, "asm")
+                    try:
+                        bad = check(fn, cases)
+                        us = timing.median(timing.device_times(fn, sets, args.reps)) if not bad else float("nan")
+                    except Exception as e:
+                        bad, us = [f"{type(e).__name__}: {str(e)[:200]}"], float("nan")
+                    res.append({"cfg": cfg, "decode": "asm", "us": us, "ratio": ceil["us"] / us, "bad": bad})
+                    print(f"   sweep {shape} cfg={cfg} asm: {us:.2f} us ratio {ceil['us'] / us:.3f}"
+                          + (f" WRONG {bad}" if bad else ""), flush=True)
+            good = sorted((r for r in res if not r["bad"]), key=lambda r: r["us"])
             if good:  # cache hints and the portable decode, on the best config
-                best = min(good, key=lambda r: r["us"])["cfg"]
-                for hints, decode in (((".cg", "evict_first"), "asm"), (("", "evict_first"), "asm"),
-                                      ((".cg", ""), "asm"), (("", ""), "tl")):
+                best = good[0]["cfg"]
+                for hints, decode in ((("", "evict_first"), "asm"), ((".cg", ""), "asm"), (("", ""), "tl")):
                     submission._TRITON_HINTS = hints
                     fn = triton_fn(m, k, l, best, decode)
                     try:
@@ -167,11 +183,13 @@ def main() -> int:
         row = {"shape": shape, "backend": backend, "config": list(submission._triton_config(m, k, l)),
                "bytes": nbytes, "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": dev,
                "ratio": ceil["us"] / dev, "harness_us": harness, "floor_us": floor, "host_us": host,
-               "bare_host_us": bare_host, "sol_b200_us": s.get("sol_us")}
+               "bare_host_us": bare_host, "sol_b200_us": s.get("sol_us"),
+               "direct_launch": any(v is not None and key[1] == m and key[2] == l and key[0][0] == k // 16
+                                    for key, v in submission._TRITON_LAUNCH.items())}
         rows.append(row)
         print(f"   {shape} [{backend} {row['config']}]: kernel {dev:.2f} us, ceiling {ceil['us']:.2f} us, "
               f"ratio {row['ratio']:.3f}; harness {harness:.2f} us (floor {floor:.2f}); host/call {host:.1f} us "
-              f"(bare launch {bare_host:.1f})", flush=True)
+              f"(bare launch {bare_host:.1f}); direct launch path: {row['direct_launch']}", flush=True)
     print_table(info, rows)
     if args.json:
         Path(args.json).write_text(json.dumps({"info": info, "rows": rows, "sweeps": sweeps}, indent=1, default=str))

@@ -37,19 +37,52 @@ def median(xs: Sequence[float]) -> float:
 
 def device_times(fn: Callable, sets: Sequence, reps: int = 40, warmup: int = 3) -> list[float]:
     """Device microseconds of ``fn(sets[i % len(sets)])`` for ``reps`` calls (after ``warmup``
-    rounds over all sets), events per call, no sync between calls."""
+    rounds over all sets), events per call, no sync between calls.
+
+    The GPU is first held busy by a spin kernel long enough for the host to queue every call,
+    so the calls run back to back on the device and the events time device work, not the
+    host's launch rate (a Python launch can take longer than these kernels run)."""
     for _ in range(warmup):
         for s in sets:
             fn(s)
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for s in sets:
+        fn(s)
+    torch.cuda.synchronize()
+    host_per_call = (time.perf_counter() - t0) / len(sets)
+    hold_s = max(0.02, 4 * reps * (host_per_call + 20e-6))
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    torch.cuda._sleep(int(hold_s * _clock_hz()))
+    t0 = time.perf_counter()
     for i in range(reps):
         s = sets[i % len(sets)]
         ev[i][0].record()
         fn(s)
         ev[i][1].record()
+    queued_s = time.perf_counter() - t0
     torch.cuda.synchronize()
+    if queued_s > hold_s * 0.9:
+        raise RuntimeError(f"host queued {reps} calls in {queued_s * 1e3:.1f} ms, longer than the "
+                           f"{hold_s * 1e3:.1f} ms hold: device times would include host time")
     return [a.elapsed_time(b) * 1e3 for a, b in ev]
+
+
+_CLOCK = {}
+
+
+def _clock_hz() -> float:
+    """SM clock for torch.cuda._sleep's cycle count: measured once (a spin of known cycles)."""
+    if "hz" not in _CLOCK:
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 20_000_000
+        a.record()
+        torch.cuda._sleep(cycles)
+        b.record()
+        torch.cuda.synchronize()
+        _CLOCK["hz"] = cycles / (a.elapsed_time(b) * 1e-3)
+    return _CLOCK["hz"]
 
 
 # --------------------------------------------------------------------------- read ceiling

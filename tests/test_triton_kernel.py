@@ -271,3 +271,14 @@ def test_gpu_exact_on_official_data():
     result equals the reference bit for bit."""
     data = _gen(512, 4096, 2, 1111, "official", "cuda")
     _assert_close(_run(data), data, rtol=EXACT, atol=EXACT)
+
+
+@requires_cuda
+def test_gpu_direct_launch_path_is_taken_and_correct():
+    """After the first call of a shape, later calls skip Triton's binder (the launch cache
+    holds a direct runner) and still match the reference."""
+    data = _gen(256, 1024, 3, 21, "full-range", "cuda")
+    _run(data)
+    hits = [v for key, v in submission._TRITON_LAUNCH.items() if key[1] == 256 and key[2] == 3]
+    assert hits and all(v is not None for v in hits), "direct launch path not available on this Triton"
+    _assert_close(_run(data), data)
