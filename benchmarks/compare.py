@@ -7,14 +7,14 @@
 Strategies (the registry, ``STRATEGIES``; each is checked, then timed, per shape):
 
 1. ``ceiling``: a plain streaming read of the bytes a GEMV must move (a + sfa + b row 0 +
-   sfb row 0 + c): ``timing.read_ceiling`` picks the fastest launch shape, which is then
-   re-timed with the device-time protocol below; the ceiling is the faster of the two medians.
+   sfb row 0 + c): ``timing.read_ceiling`` (the fastest of several launch shapes).
 2. ``triton``: ``submission.custom_kernel`` with ``NVFP4_GEMV_BACKEND=triton``.
 3. ``scaled_mm``: ``submission.custom_kernel`` with ``NVFP4_GEMV_BACKEND=scaled_mm`` (FP4
    ``torch._scaled_mm`` per batch; compute capability 10.x only).
 4. ``official``: ``reference.ref_kernel_scaled_mm``, the competition's own loop: per batch,
    ``to_blocked`` of the plain scales on the CPU, a blocking copy to the GPU, ``_scaled_mm``
-   (10.x only). Its copies synchronise, so its device time includes its CPU work.
+   (10.x only). Its copies block the host on the GPU, so ``timing.device_times`` cannot hold
+   the GPU ahead of it: it gets a harness time only (device time shown as host-blocking).
 5. ``dequant_mm``: every call dequantises a and b row 0 to fp16 (permuted scales reordered on
    the GPU, a 256-entry fp16 pair table indexed by byte, times the fp16 scale: exact, since
    e2m1 x e4m3 has <= 6 significant bits and |value| <= 6 * 448), then ``torch.matmul``
@@ -30,9 +30,8 @@ with NaN first; a strategy that fails (or raises) is reported as failed and not 
 
 * device time: ``timing.device_times`` over rotating input sets (L2 cold where the sets
   together exceed the L2; ``--sets`` and the L2 size decide how many), one event pair per
-  call, median. The timed calls are queued behind a GPU spin (``torch.cuda._sleep``) long
-  enough to cover their host cost, so the events see device work only, not launch gaps;
-  the first timing (which holds the spin) is dropped.
+  call, median; the GPU is held by a spin while the host queues the calls, so the events
+  see device work, not launch gaps.
 * harness time: ``timing.harness_times``, the leaderboard's protocol (sync, 4 GiB L2 clear,
   event, call, event, sync) on the first input set: host cost included. Median.
 * ratios: ceiling / time (1 = at the measured bandwidth ceiling) and triton / time (> 1 =
@@ -82,8 +81,6 @@ DEFAULT_SETS = 8
 MAX_SETS = 64
 DEFAULT_REPS = 40  # device-time calls per strategy and shape (median of these)
 DEFAULT_HARNESS_REPS = 20
-SPIN_CAP_US = 200_000.0
-SPIN_CYCLES_PER_US = 2000  # >= the SM clock in MHz of H100/H200/B200, so the spin lasts at least as long
 
 
 def log(msg: str) -> None:
@@ -198,6 +195,7 @@ class Strategy:
     what: str
     requires: tuple = ("cuda",)
     backend: str | None = None  # NVFP4_GEMV_BACKEND while it is prepared, checked and timed
+    blocks_host: str = ""  # why its calls block the host on the GPU (then: harness time only)
     call: Callable | None = None
     prepare: Callable = None  # default: the input sets themselves
     data: Callable = None  # default: the state is the input tuple
@@ -258,7 +256,9 @@ STRATEGIES = [
              requires=("cuda", "fp4_scaled_mm"), backend="scaled_mm", call=_custom_kernel),
     Strategy("official", "official loop (CPU scales)",
              "reference.ref_kernel_scaled_mm: per batch to_blocked on the CPU, blocking copy, _scaled_mm",
-             requires=("cuda", "fp4_scaled_mm"), call=reference.ref_kernel_scaled_mm),
+             requires=("cuda", "fp4_scaled_mm"), call=reference.ref_kernel_scaled_mm,
+             blocks_host="its CPU-to-GPU scale copies are blocking (a stream sync per batch), so the GPU "
+                         "cannot be held ahead of it"),
     Strategy("dequant_mm", "dequant + fp16 cuBLAS",
              "each call: dequantise a and b row 0 to fp16, torch.matmul", call=_dequant_mm),
     Strategy("fp16_gemv", "fp16 GEMV (pre-dequantised)",
@@ -340,57 +340,50 @@ def gate(strategy: Strategy, state, expected: torch.Tensor) -> tuple[bool, str]:
 
 # =========================================================================== timing
 
+class HostBound(Exception):
+    """The strategy blocks the host on the GPU (e.g. a blocking copy), so its device time
+    cannot be separated from its host time."""
+
+
 class CudaTimer:
     """Device and harness times (µs) with timing.py's helpers. ``measure(fn, states)`` and
-    ``ceiling(nbytes, n_sets)`` return {device_us, harness_us, device_runs, harness_runs, ...}."""
+    ``ceiling(nbytes, n_sets)`` return {device_us, harness_us, device_runs, harness_runs, note}."""
 
     def __init__(self, reps: int = DEFAULT_REPS, harness_reps: int = DEFAULT_HARNESS_REPS, warmup: int = 2):
         self.reps, self.harness_reps, self.warmup = reps, harness_reps, max(1, warmup)
 
     def device(self, fn: Callable, states: list) -> list[float]:
-        """timing.device_times, the timed calls queued behind a GPU spin that outlasts their
-        host cost (measured on the warm-up calls); the first timing, holding the spin, is dropped."""
-        n_warm = self.warmup * len(states)
-        seen = {"n": 0, "t0": 0.0, "t1": 0.0}
-
-        def queued(state):
-            n = seen["n"]
-            seen["n"] = n + 1
-            if n == 0:
-                seen["t0"] = time.perf_counter()
-            elif n == n_warm and hasattr(torch.cuda, "_sleep"):
-                host_us = (seen["t1"] - seen["t0"]) / n_warm * 1e6
-                spin_us = min(SPIN_CAP_US, 1.5 * host_us * self.reps + 50.0)
-                torch.cuda._sleep(int(spin_us * SPIN_CYCLES_PER_US))
-            out = fn(state)
-            if n == n_warm - 1:
-                seen["t1"] = time.perf_counter()
-            return out
-
-        return timing.device_times(queued, states, self.reps + 1, self.warmup)[1:]
+        """timing.device_times (the GPU held by a spin while the host queues every call); a
+        strategy that blocks the host on the GPU (its queueing outlasts the hold) raises HostBound."""
+        try:
+            return timing.device_times(fn, states, self.reps, self.warmup)
+        except RuntimeError as exc:
+            if "would include host time" in str(exc):
+                raise HostBound(one_line(exc)) from exc
+            raise
 
     def harness(self, fn: Callable, state) -> list[float]:
         return timing.harness_times(fn, state, self.harness_reps, warmup=2)
 
-    def measure(self, fn: Callable, states: list) -> dict:
-        dev, har = self.device(fn, states), self.harness(fn, states[0])
-        return {"device_us": timing.median(dev), "harness_us": timing.median(har),
-                "device_runs": len(dev), "harness_runs": len(har)}
+    def measure(self, fn: Callable, states: list, blocks_host: str = "") -> dict:
+        note = f"no device time: {blocks_host}" if blocks_host else ""
+        try:
+            dev = [] if blocks_host else self.device(fn, states)
+        except HostBound as exc:
+            dev, note = [], f"no device time: it blocks the host on the GPU ({exc})"
+        har = self.harness(fn, states[0])
+        return {"device_us": timing.median(dev) if dev else None, "harness_us": timing.median(har),
+                "device_runs": len(dev), "harness_runs": len(har), "note": note}
 
     def ceiling(self, nbytes: int, n_sets: int) -> dict:
-        """timing.read_ceiling picks the launch shape; that shape is re-timed with ``device``
-        (no launch gaps) and the faster median kept; harness time of the same read."""
+        """timing.read_ceiling (fastest launch shape, device time), then the harness time of
+        the same read with that launch shape."""
         bufs = timing.make_read_buffers(nbytes, n_sets)
-        res = timing.read_ceiling(nbytes, n_sets, max(self.reps, 3), bufs=bufs)
+        res = timing.read_ceiling(nbytes, n_sets, self.reps, bufs=bufs)
         shape = res["shape"]
-
-        def read(b):
-            timing.read_launch(b, *shape)
-
-        out = self.measure(read, bufs)
-        out["device_us"] = min(res["us"], out["device_us"])
-        out["detail"] = f"launch {shape}, read_ceiling {res['us']:.2f} µs"
-        return out
+        har = self.harness(lambda b: timing.read_launch(b, *shape), bufs[0])
+        return {"device_us": res["us"], "harness_us": timing.median(har), "device_runs": self.reps,
+                "harness_runs": len(har), "note": "", "detail": f"launch {shape}"}
 
 
 @dataclasses.dataclass
@@ -413,6 +406,7 @@ class Row:
     ceiling_over_harness: float | None = None
     triton_over_device: float | None = None
     triton_over_harness: float | None = None
+    note: str = ""  # e.g. why an ok row has no device time
 
     @property
     def device_gbps(self) -> float | None:
@@ -448,7 +442,7 @@ def measure_shape(shape: dict, entries: list[dict], timer, sets: list, n_sets: i
                         rows.append(Row(**base, strategy=s.key, status="failed", reason=why))
                         log(f"{name} {s.key}: FAILED the check: {why}")
                         continue
-                    res = timer.measure(s.call, states)
+                    res = timer.measure(s.call, states, s.blocks_host)
         except Exception as exc:
             why = one_line(f"{type(exc).__name__}: {exc}")
             traceback.print_exc(file=sys.stderr)
@@ -460,11 +454,12 @@ def measure_shape(shape: dict, entries: list[dict], timer, sets: list, n_sets: i
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         row = Row(**base, strategy=s.key, status="ok", device_us=res["device_us"], harness_us=res["harness_us"],
-                  device_runs=res["device_runs"], harness_runs=res["harness_runs"])
+                  device_runs=res["device_runs"], harness_runs=res["harness_runs"], note=res.get("note", ""))
         rows.append(row)
         detail = f" [{res['detail']}]" if res.get("detail") else ""
-        log(f"{name} {s.key}: device {row.device_us:.2f} µs, harness {row.harness_us:.2f} µs{detail} "
-            f"({time.perf_counter() - t0:.1f} s)")
+        note = f"; {row.note}" if row.note else ""
+        log(f"{name} {s.key}: device {ev._fmt(row.device_us, '.2f')} µs, harness {row.harness_us:.2f} µs{detail} "
+            f"({time.perf_counter() - t0:.1f} s){note}")
     return derive(rows)
 
 
@@ -523,7 +518,7 @@ def _shape_order(rows: list[Row]) -> list[str]:
 
 CSV_FIELDS = ("shape", "m", "k", "l", "strategy", "label", "status", "reason", "bytes", "sets",
               "device_us", "harness_us", "device_runs", "harness_runs", "device_gbps",
-              "ceiling_over_device", "ceiling_over_harness", "triton_over_device", "triton_over_harness")
+              "ceiling_over_device", "ceiling_over_harness", "triton_over_device", "triton_over_harness", "note")
 
 
 def header_lines(meta: dict) -> list[str]:
@@ -572,8 +567,9 @@ def _cell(r: Row | None, time_field: str, ratio_field: str) -> str:
         return "n/a"
     if r.status != "ok":
         return "FAILED"
-    ratio = getattr(r, ratio_field)
-    return f"{ev._fmt(getattr(r, time_field), '.2f')} ({ev._fmt(ratio, '.2f')})"
+    if getattr(r, time_field) is None:
+        return "host-blocking" if r.note else "-"
+    return f"{ev._fmt(getattr(r, time_field), '.2f')} ({ev._fmt(getattr(r, ratio_field), '.2f')})"
 
 
 def table_lines(rows: list[Row], geo: dict, kind: str = "device") -> list[str]:
@@ -598,11 +594,12 @@ def notes_lines(rows: list[Row]) -> list[str]:
     """Why each n/a or failed cell is so (one line per distinct reason)."""
     out, seen = [], set()
     for r in rows:
-        if r.status == "ok" or (r.strategy, r.reason) in seen:
+        why = r.note if r.status == "ok" else r.reason
+        if not why or (r.strategy, why) in seen:
             continue
-        seen.add((r.strategy, r.reason))
+        seen.add((r.strategy, why))
         where = "" if r.status == "n/a" else f" on {r.shape}"
-        out.append(f"- {LABELS.get(r.strategy, r.strategy)}: {r.status}{where}: {r.reason}")
+        out.append(f"- {LABELS.get(r.strategy, r.strategy)}: {r.status}{where}: {why}")
     return out
 
 
@@ -619,7 +616,7 @@ def format_report(meta: dict, rows: list[Row], geo: dict, png_name: str | None =
               "('-' when a shape is missing).", ""]
     notes = notes_lines(rows)
     if notes:
-        lines += ["Not timed:", ""] + notes + [""]
+        lines += ["Not timed (or only partly):", ""] + notes + [""]
     lines += ["Strategies:", ""] + [f"{i}. {s.label}: {s.what}" for i, s in enumerate(STRATEGIES, 1)] + [""]
     if meta.get("notes"):
         lines += [f"- {n}" for n in meta["notes"]] + [""]
@@ -784,8 +781,8 @@ def main(argv: list[str] | None = None) -> int:
     meta.update(distribution=args.distribution, reps=args.reps, harness_reps=args.harness_reps,
                 notes=["fp16 matmuls ran with torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction"
                        " = False (fp32 accumulation)",
-                       "device times: timed calls queued behind a GPU spin, so host launch cost is not in them; "
-                       "the official loop blocks on its copies, so its CPU work is",
+                       "device times (timing.device_times): the GPU is held by a spin while the host queues "
+                       "every timed call, so host launch cost is not in them",
                        "input sets per shape: in the CSV's 'sets' column; a shape whose sets fit in the L2 "
                        "is not L2 cold in device time (harness time always clears the L2)"])
     shapes = pick_shapes(args.shapes, args.shape)
