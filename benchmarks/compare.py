@@ -81,6 +81,7 @@ DEFAULT_SETS = 8
 MAX_SETS = 64
 DEFAULT_REPS = 40  # device-time calls per strategy and shape (median of these)
 DEFAULT_HARNESS_REPS = 20
+MIN_QUEUED_REPS = 20  # device-time calls of the retry when the first queue blocked the host
 
 
 def log(msg: str) -> None:
@@ -354,13 +355,19 @@ class CudaTimer:
 
     def device(self, fn: Callable, states: list) -> list[float]:
         """timing.device_times (the GPU held by a spin while the host queues every call); a
-        strategy that blocks the host on the GPU (its queueing outlasts the hold) raises HostBound."""
-        try:
-            return timing.device_times(fn, states, self.reps, self.warmup)
-        except RuntimeError as exc:
-            if "would include host time" in str(exc):
-                raise HostBound(one_line(exc)) from exc
-            raise
+        strategy that blocks the host on the GPU (its queueing outlasts the hold) raises HostBound.
+        Many launches per call can also fill CUDA's launch queue (~1000 entries) and block the
+        host: so a second try queues at most 20 calls."""
+        tries = [self.reps] + ([MIN_QUEUED_REPS] if self.reps > MIN_QUEUED_REPS else [])
+        for i, reps in enumerate(tries):
+            try:
+                return timing.device_times(fn, states, reps, self.warmup)
+            except RuntimeError as exc:
+                if "would include host time" not in str(exc):
+                    raise
+                if i == len(tries) - 1:
+                    raise HostBound(one_line(exc)) from exc
+                log(f"  device time: {one_line(exc)}; again with {tries[i + 1]} calls")
 
     def harness(self, fn: Callable, state) -> list[float]:
         return timing.harness_times(fn, state, self.harness_reps, warmup=2)

@@ -205,6 +205,63 @@ def test_measure_shape_checks_before_timing_and_goes_on_after_failures():
     assert all(r.bytes == compare.gemv_bytes(128, 256, 1) and r.sets == 2 for r in rows.values())
 
 
+def _host_bound_error(reps):
+    return RuntimeError(f"host queued {reps} calls in 9.0 ms, longer than the 5.0 ms hold: "
+                        "device times would include host time")
+
+
+def test_cuda_timer_retries_a_blocked_queue_then_reports_host_bound(monkeypatch):
+    calls = []
+
+    def device_times(fn, sets, reps, warmup):
+        calls.append(reps)
+        if reps > 20:
+            raise _host_bound_error(reps)
+        return [float(i) for i in range(reps)]
+
+    monkeypatch.setattr(compare.timing, "device_times", device_times)
+    monkeypatch.setattr(compare.timing, "harness_times", lambda fn, d, reps, warmup: [5.0] * reps)
+    timer = compare.CudaTimer(reps=40, harness_reps=20)
+    res = timer.measure(lambda s: None, [0, 1])
+    assert calls == [40, 20] and res["device_runs"] == 20 and res["device_us"] == 9.5 and res["note"] == ""
+    assert res["harness_us"] == 5.0 and res["harness_runs"] == 20
+
+    def always_blocked(fn, sets, reps, warmup):
+        raise _host_bound_error(reps)
+
+    monkeypatch.setattr(compare.timing, "device_times", always_blocked)
+    res = timer.measure(lambda s: None, [0])
+    assert res["device_us"] is None and res["device_runs"] == 0 and "blocks the host" in res["note"]
+    assert res["harness_us"] == 5.0
+
+    res = timer.measure(lambda s: None, [0], blocks_host="it syncs")
+    assert res["device_us"] is None and res["note"] == "no device time: it syncs"
+
+    def other_error(fn, sets, reps, warmup):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(compare.timing, "device_times", other_error)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        timer.measure(lambda s: None, [0])
+
+
+def test_cuda_timer_ceiling_uses_read_ceiling_and_its_launch_shape(monkeypatch):
+    launched = []
+    monkeypatch.setattr(compare.timing, "make_read_buffers", lambda nbytes, n: [f"buf{i}" for i in range(n)])
+    monkeypatch.setattr(compare.timing, "read_ceiling",
+                        lambda nbytes, n, reps, bufs: {"us": 12.5, "shape": (2048, 2, 8), "all": {}})
+    monkeypatch.setattr(compare.timing, "read_launch", lambda b, *shape: launched.append((b, shape)))
+
+    def harness_times(fn, data, reps, warmup):
+        fn(data)
+        return [20.0] * reps
+
+    monkeypatch.setattr(compare.timing, "harness_times", harness_times)
+    res = compare.CudaTimer(reps=40, harness_reps=20).ceiling(1000, 3)
+    assert res["device_us"] == 12.5 and res["harness_us"] == 20.0 and res["device_runs"] == 40
+    assert launched == [("buf0", (2048, 2, 8))] and "(2048, 2, 8)" in res["detail"]
+
+
 # --------------------------------------------------------------------------- ratios, geomeans
 
 def synthetic_rows():
