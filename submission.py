@@ -132,13 +132,45 @@ if triton is not None:
         return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
 
     @triton.jit
+    def _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
+                   MODE: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr):
+        """One K step: a words [BLOCK_M, BLOCK_G], their scales, b's words and scales [BLOCK_G].
+        MODE 0: in bounds; 1: the whole step is in bounds iff g0 < n_groups (K a multiple of
+        the step; used for the prefetch past the end); 2: per-group bounds mask."""
+        g = g0 + gs
+        gp = (g // 4) * 512 + (g % 4)
+        if MODE == 0:
+            qa = tl.load(a_rows + g[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+            sa = tl.load(sa_rows + gp[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+            qb = tl.load(b_row + g, eviction_policy="evict_last")
+            sb = tl.load(sb_row + gp, eviction_policy="evict_last")
+        elif MODE == 1:
+            ok = (g0 + gs * 0) < n_groups  # one value for the whole step (keeps the loads vectorised)
+            qa = tl.load(a_rows + g[None, :], mask=ok[None, :], other=0,
+                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+            sa = tl.load(sa_rows + gp[None, :], mask=ok[None, :], other=0,
+                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+            qb = tl.load(b_row + g, mask=ok, other=0, eviction_policy="evict_last")
+            sb = tl.load(sb_row + gp, mask=ok, other=0, eviction_policy="evict_last")
+        else:
+            gm = g < n_groups
+            qa = tl.load(a_rows + g[None, :], mask=gm[None, :], other=0,
+                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+            sa = tl.load(sa_rows + gp[None, :], mask=gm[None, :], other=0,
+                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
+            qb = tl.load(b_row + g, mask=gm, other=0, eviction_policy="evict_last")
+            sb = tl.load(sb_row + gp, mask=gm, other=0, eviction_policy="evict_last")
+        return qa, sa, qb, sb
+
+    @triton.jit
     def _nvfp4_gemv_kernel(
         a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
         n_groups,  # K / 16
         stride_am, stride_al, stride_bl,  # a, b strides in 8-byte words
         sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
         stride_cm, stride_cl,  # c strides in elements
-        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, EVEN_G: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PREFETCH: tl.constexpr,
+        LOAD_MODE: tl.constexpr, NEXT_MODE: tl.constexpr,
         USE_ASM: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
     ):
         pid_m = tl.program_id(0)
@@ -151,27 +183,22 @@ if triton is not None:
                    + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
         sb_row = sfb_ptr.to(tl.pointer_type(tl.uint8)) + li * sfb_bstride
         acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
+        if PREFETCH:  # registers double-buffered: step i + 1's loads are in flight during step i
+            qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, 0, gs, n_groups, LOAD_MODE, A_CACHE, A_EVICT)
         for g0 in range(0, n_groups, BLOCK_G):
-            g = g0 + gs
-            gp = (g // 4) * 512 + (g % 4)
-            if EVEN_G:
-                qa = tl.load(a_rows + g[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-                sa = tl.load(sa_rows + gp[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-                qb = tl.load(b_row + g, eviction_policy="evict_last")
-                sb = tl.load(sb_row + gp, eviction_policy="evict_last")
+            if PREFETCH:
+                nqa, nsa, nqb, nsb = _load_step(a_rows, sa_rows, b_row, sb_row, g0 + BLOCK_G, gs, n_groups,
+                                                NEXT_MODE, A_CACHE, A_EVICT)
             else:
-                gm = g < n_groups
-                qa = tl.load(a_rows + g[None, :], mask=gm[None, :], other=0,
-                             cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-                sa = tl.load(sa_rows + gp[None, :], mask=gm[None, :], other=0,
-                             cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-                qb = tl.load(b_row + g, mask=gm, other=0, eviction_policy="evict_last")
-                sb = tl.load(sb_row + gp, mask=gm, other=0, eviction_policy="evict_last")
+                qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
+                                            LOAD_MODE, A_CACHE, A_EVICT)
             if USE_ASM:
                 s = _group_dot_asm(qa, qb)
             else:
                 s = _group_dot_tl(qa, qb)
             acc += s * (_e4m3_tl(sa) * (_e4m3_tl(sb) * 1073741824.0)[None, :])  # 2^30
+            if PREFETCH:
+                qa, sa, qb, sb = nqa, nsa, nqb, nsb
         out = tl.sum(acc, axis=1)
         tl.store(c_ptr + rows * stride_cm + li * stride_cl, out.to(tl.float16))
 
@@ -313,19 +340,20 @@ def _scaled_mm_backend(data, m: int, k: int, l: int) -> torch.Tensor:
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages). Chosen by measurement (see each line).
+# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch). Chosen by measurement
+# (see each line).
 _TRITON_CONFIGS = {}
-_TRITON_DEFAULT = (16, 64, 1, 1)
+_TRITON_DEFAULT = (16, 32, 1, 1, True)
 
 
 def _triton_config(m: int, k: int, l: int) -> tuple:
     cfg = _TRITON_CONFIGS.get((m, k, l))
     if cfg is None:
-        block_m, block_g, warps, stages = _TRITON_DEFAULT
+        block_m, block_g, warps, stages, prefetch = _TRITON_DEFAULT
         g = k // 16
         while block_g > 4 and block_g >= 2 * g:  # no step much wider than a row
             block_g //= 2
-        cfg = (block_m, block_g, warps, stages)
+        cfg = (block_m, block_g, warps, stages, prefetch)
     return cfg
 
 
@@ -367,13 +395,15 @@ def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Ten
     if run is not None:
         run(*args, *run.consts)
         return c
-    block_m, block_g, warps, stages = cfg
+    block_m, block_g, warps, stages, prefetch = cfg
     use_asm = (decode or ("tl" if _INTERPRET else "asm")) == "asm"
-    consts = (block_m, block_g, n_groups % block_g == 0, use_asm) + _TRITON_HINTS
+    even = n_groups % block_g == 0
+    consts = (block_m, block_g, prefetch, 0 if even else 2, 1 if even else 2, use_asm) + _TRITON_HINTS
     grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
-        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], EVEN_G=consts[2], USE_ASM=consts[3],
-        A_CACHE=consts[4], A_EVICT=consts[5], num_warps=warps, num_stages=stages)
+        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], PREFETCH=consts[2], LOAD_MODE=consts[3],
+        NEXT_MODE=consts[4], USE_ASM=consts[5], A_CACHE=consts[6], A_EVICT=consts[7],
+        num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
         run = _direct_runner(compiled, grid, args, consts, c)
