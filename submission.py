@@ -169,7 +169,7 @@ if triton is not None:
         stride_am, stride_al, stride_bl,  # a, b strides in 8-byte words
         sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
         stride_cm, stride_cl,  # c strides in elements
-        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PREFETCH: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr,
         LOAD_MODE: tl.constexpr, NEXT_MODE: tl.constexpr,
         USE_ASM: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
     ):
@@ -185,7 +185,7 @@ if triton is not None:
         acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
         if PREFETCH:  # registers double-buffered: step i + 1's loads are in flight during step i
             qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, 0, gs, n_groups, LOAD_MODE, A_CACHE, A_EVICT)
-        for g0 in range(0, n_groups, BLOCK_G):
+        for g0 in tl.range(0, n_groups, BLOCK_G, num_stages=STAGES):
             if PREFETCH:
                 nqa, nsa, nqb, nsb = _load_step(a_rows, sa_rows, b_row, sb_row, g0 + BLOCK_G, gs, n_groups,
                                                 NEXT_MODE, A_CACHE, A_EVICT)
@@ -343,7 +343,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch). Chosen by measurement
 # (see each line).
 _TRITON_CONFIGS = {}
-_TRITON_DEFAULT = (16, 32, 1, 1, True)
+_TRITON_DEFAULT = (16, 32, 1, 3, False)
 
 
 def _triton_config(m: int, k: int, l: int) -> tuple:
@@ -398,11 +398,11 @@ def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Ten
     block_m, block_g, warps, stages, prefetch = cfg
     use_asm = (decode or ("tl" if _INTERPRET else "asm")) == "asm"
     even = n_groups % block_g == 0
-    consts = (block_m, block_g, prefetch, 0 if even else 2, 1 if even else 2, use_asm) + _TRITON_HINTS
+    consts = (block_m, block_g, stages, prefetch, 0 if even else 2, 1 if even else 2, use_asm) + _TRITON_HINTS
     grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
-        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], PREFETCH=consts[2], LOAD_MODE=consts[3],
-        NEXT_MODE=consts[4], USE_ASM=consts[5], A_CACHE=consts[6], A_EVICT=consts[7],
+        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], STAGES=consts[2], PREFETCH=consts[3], LOAD_MODE=consts[4],
+        NEXT_MODE=consts[5], USE_ASM=consts[6], A_CACHE=consts[7], A_EVICT=consts[8],
         num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
