@@ -58,20 +58,57 @@ _TORCH_CHUNK = 1 << 24
 #     (i // 128) * G * 128 + (j // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + j % 4
 # with G = K / 16 groups per row, so a batch spans M * G bytes.
 #
-# Decoding (exact): the fp16 bit pattern ((c & 7) << 9) | ((c & 8) << 12) of an e2m1 code c
-# is its value times 2^-14; an e4m3 code s gives fp16 ((s & 0x7F) << 7) | ((s & 0x80) << 8)
-# = value * 2^-8. A group's dot product is summed first (A side carrying the 2^-14), then
-# multiplied once by sfa * sfb * 2^30 (the 2^-8 of each scale and the 2^-14 folded in).
+# Every group-dot below returns G = 4 * (the exact dot product of a group's 16 e2m1 values
+# with b's), an integer held exactly in fp32; the scales are decoded exactly by the e4m3
+# conversion, and each group adds G * sfa * (sfb / 4) to an fp32 accumulator.
 #
-# Two group-dot implementations compute the same exact group sums:
-# * asm (GPU): packed fp16x2 arithmetic in PTX. Pairs of nibbles n and n + 4 of a 32-bit word
-#   land in the two fp16 halves with one shift and mask each; a's sign bits are XORed into
-#   the (pre-decoded, true-valued) b pair, and fma.rn.f16x2 accumulates 8 products per half.
-#   Each half's partial sum is a multiple of 2^-16 below 2^-5, so fp16 holds it exactly.
-# * tl (portable, and the one Triton's CPU interpreter runs): the same decode per nibble in
-#   plain Triton ops, fp32 products and sums (also exact).
+# Three implementations of the group dot, all exact:
+# * "dp4a" (GPU, PTX): byte lookups and integer dot products. prmt with a 4-nibble selector
+#   is an 8-entry byte table: it turns 4 magnitude codes into the bytes 2|a| (0..12) at once.
+#   b is prepared per step as signed bytes +2b and -2b, and a second prmt, whose selectors
+#   come from a's sign bits, picks +2b or -2b per byte; dp4a multiplies and adds 4 byte pairs.
+#   12 instructions per 8 values.
+# * "f16x2" (GPU, PTX): nibbles n and n+4 of a 32-bit word moved by one shift and mask into
+#   the two halves of an fp16x2 (the fp16 bits ((c & 7) << 9) of code c are |value| * 2^-14);
+#   a's signs XORed into the sign bits of b's fp16x2 pair; fma.rn.f16x2 sums 8 products per
+#   half, each partial sum a multiple of 2^-16 below 2^-5, exact in fp16. 19 per 8 values.
+# * "tl" (portable; the one Triton's CPU interpreter runs): the same fp16 bit trick per
+#   nibble in plain Triton operations, fp32 products and sums.
 
 if triton is not None:
+    # e2m1 magnitude code -> 2|value| as a byte; for b also -2|value| (prmt tables).
+    _POS_LO, _POS_HI = 0x03020100, 0x0C080604
+    _NEG_LO, _NEG_HI = 0xFDFEFF00, 0xF4F8FAFC
+
+    def _ptx_quads(word, quad_regs):
+        """PTX for the 8 values of a 32-bit word: 2|a| bytes per quad (m), sign selectors
+        (x), b's signed bytes picked per byte (bs), dp4a into acc."""
+        (p0, n0), (p1, n1) = quad_regs
+        return (f"and.b32 s, {word}, 0x7777; prmt.b32 m, tlo, thi, s; "
+                f"shr.b32 x, {word}, 1; and.b32 x, x, 0x44444444; or.b32 x, x, 0x32103210; "
+                f"prmt.b32 bs, {p0}, {n0}, x; dp4a.u32.s32 acc, m, bs, acc; "
+                f"shr.b32 s, {word}, 16; and.b32 s, s, 0x7777; prmt.b32 m, tlo, thi, s; "
+                f"shr.b32 x, x, 16; prmt.b32 bs, {p1}, {n1}, x; dp4a.u32.s32 acc, m, bs, acc;")
+
+    # b group (u64) -> (+2b, -2b) signed bytes per quad of 4 values: $0..$7 = (+q0, -q0, +q1, ...).
+    _PTX_B_DP4A = tl.constexpr(
+        "{ .reg .b32 lo, hi, s, x, p, n, tlo, thi, ulo, uhi; mov.b64 {lo, hi}, $8; "
+        f"mov.b32 tlo, {_POS_LO:#x}; mov.b32 thi, {_POS_HI:#x}; mov.b32 ulo, {_NEG_LO:#x}; mov.b32 uhi, {_NEG_HI:#x}; "
+        + " ".join(
+            f"shr.b32 s, {w}, {16 * h}; and.b32 s, s, 0x7777; prmt.b32 p, tlo, thi, s; prmt.b32 n, ulo, uhi, s; "
+            f"shr.b32 x, {w}, {16 * h + 1}; and.b32 x, x, 0x4444; or.b32 x, x, 0x3210; "
+            f"prmt.b32 ${2 * (2 * i + h)}, p, n, x; prmt.b32 ${2 * (2 * i + h) + 1}, n, p, x;"
+            for i, w in enumerate(("lo", "hi")) for h in range(2))
+        + " }")
+
+    # a group (u64) . b group -> fp32 of 4 * dot (an integer).
+    _PTX_DOT_DP4A = tl.constexpr(
+        "{ .reg .b32 lo, hi, s, x, m, bs, acc, tlo, thi; mov.b64 {lo, hi}, $1; "
+        f"mov.b32 tlo, {_POS_LO:#x}; mov.b32 thi, {_POS_HI:#x}; mov.b32 acc, 0; "
+        + _ptx_quads("lo", (("$2", "$3"), ("$4", "$5"))) + " "
+        + _ptx_quads("hi", (("$6", "$7"), ("$8", "$9")))
+        + " cvt.rn.f32.s32 $0, acc; }")
+
     def _ptx_pair(word, n):
         """PTX putting |a| of nibbles n, n+4 of `word` into t (fp16x2 of value * 2^-14) and
         their signs at bits 15/31 of u."""
@@ -80,36 +117,39 @@ if triton is not None:
         return f"{mag} and.b32 t, t, 0x0E000E00; {sign} and.b32 u, u, 0x80008000;"
 
     # b group (u64) -> 8 fp16x2 registers of true values; pair p = 4 * word + n.
-    _PTX_B = tl.constexpr(
+    _PTX_B_F16X2 = tl.constexpr(
         "{ .reg .b32 lo, hi, t, u, k; mov.b64 {lo, hi}, $8; mov.b32 k, 0x74007400; "
         + " ".join(_ptx_pair(w, n) + f" or.b32 t, t, u; mul.rn.f16x2 ${4 * i + n}, t, k;"
                    for i, w in enumerate(("lo", "hi")) for n in range(4))
         + " }")
 
-    # a group (u64) . b group (8 fp16x2) -> fp32 sum of 16 products, times 2^-14.
-    _PTX_DOT = tl.constexpr(
+    # a group (u64) . b group (8 fp16x2) -> fp32 of 4 * dot: (sum of the halves) * 2^16.
+    _PTX_DOT_F16X2 = tl.constexpr(
         "{ .reg .b32 lo, hi, t, u, acc; .reg .b16 h0, h1; .reg .f32 f0, f1; mov.b64 {lo, hi}, $1; "
         + " ".join(_ptx_pair(w, n) + f" xor.b32 u, u, ${2 + 4 * i + n}; "
                    + ("mul.rn.f16x2 acc, t, u;" if i == 0 and n == 0 else "fma.rn.f16x2 acc, t, u, acc;")
                    for i, w in enumerate(("lo", "hi")) for n in range(4))
-        + " mov.b32 {h0, h1}, acc; cvt.f32.f16 f0, h0; cvt.f32.f16 f1, h1; add.f32 $0, f0, f1; }")
+        + " mov.b32 {h0, h1}, acc; cvt.f32.f16 f0, h0; cvt.f32.f16 f1, h1; add.f32 f0, f0, f1; "
+        "mul.f32 $0, f0, 0f47800000; }")
 
     @triton.jit
-    def _group_dot_asm(qa, qb):
+    def _group_dot_ptx(qa, qb, PTX_B: tl.constexpr, PTX_DOT: tl.constexpr):
+        """b's step decoded once per thread ([BLOCK_G] -> 8 registers per group), then the
+        group dot per (row, group)."""
         b0, b1, b2, b3, b4, b5, b6, b7 = tl.inline_asm_elementwise(
-            _PTX_B, "=r,=r,=r,=r,=r,=r,=r,=r,l", [qb], dtype=(tl.int32,) * 8, is_pure=True, pack=1)
+            PTX_B, "=r,=r,=r,=r,=r,=r,=r,=r,l", [qb], dtype=(tl.int32,) * 8, is_pure=True, pack=1)
         return tl.inline_asm_elementwise(
-            _PTX_DOT, "=f,l,r,r,r,r,r,r,r,r",
+            PTX_DOT, "=f,l,r,r,r,r,r,r,r,r",
             [qa, b0[None, :], b1[None, :], b2[None, :], b3[None, :],
              b4[None, :], b5[None, :], b6[None, :], b7[None, :]],
             dtype=tl.float32, is_pure=True, pack=1)
 
     @triton.jit
     def _e2m1_tl(w, n: tl.constexpr):
-        """Nibble n of uint32 words -> fp32 value * 2^-14."""
+        """Nibble n of uint32 words -> fp32 2 * value (fp16 bits = value * 2^-14, times 2^15)."""
         x = w >> (4 * n)
         bits = ((x & 7) << 9) | ((x & 8) << 12)
-        return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32) * 32768.0
 
     @triton.jit
     def _group_dot_tl(qa, qb):
@@ -117,19 +157,17 @@ if triton is not None:
         a_hi = (qa >> 32).to(tl.uint32)
         b_lo = qb.to(tl.uint32)
         b_hi = (qb >> 32).to(tl.uint32)
-        s = _e2m1_tl(a_lo, 0) * (_e2m1_tl(b_lo, 0) * 16384.0)[None, :]
+        s = _e2m1_tl(a_lo, 0) * _e2m1_tl(b_lo, 0)[None, :]
         for n in tl.static_range(1, 8):
-            s += _e2m1_tl(a_lo, n) * (_e2m1_tl(b_lo, n) * 16384.0)[None, :]
+            s += _e2m1_tl(a_lo, n) * _e2m1_tl(b_lo, n)[None, :]
         for n in tl.static_range(8):
-            s += _e2m1_tl(a_hi, n) * (_e2m1_tl(b_hi, n) * 16384.0)[None, :]
+            s += _e2m1_tl(a_hi, n) * _e2m1_tl(b_hi, n)[None, :]
         return s
 
     @triton.jit
-    def _e4m3_tl(s):
-        """uint8 e4m3 codes -> fp32 value * 2^-8 (codes 0x7F/0xFF, NaN, are never inputs)."""
-        s16 = s.to(tl.uint16)
-        bits = ((s16 & 0x7F) << 7) | ((s16 & 0x80) << 8)
-        return bits.to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    def _e4m3(s):
+        """uint8 e4m3 codes -> fp32 (exact; codes 0x7F/0xFF, NaN, are never inputs)."""
+        return s.to(tl.float8e4nv, bitcast=True).to(tl.float32)
 
     @triton.jit
     def _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
@@ -171,7 +209,7 @@ if triton is not None:
         stride_cm, stride_cl,  # c strides in elements
         BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr,
         LOAD_MODE: tl.constexpr, NEXT_MODE: tl.constexpr,
-        USE_ASM: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
+        DECODE: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
     ):
         pid_m = tl.program_id(0)
         li = tl.program_id(1).to(tl.int64)
@@ -192,11 +230,13 @@ if triton is not None:
             else:
                 qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
                                             LOAD_MODE, A_CACHE, A_EVICT)
-            if USE_ASM:
-                s = _group_dot_asm(qa, qb)
+            if DECODE == 2:
+                s = _group_dot_ptx(qa, qb, _PTX_B_DP4A, _PTX_DOT_DP4A)
+            elif DECODE == 1:
+                s = _group_dot_ptx(qa, qb, _PTX_B_F16X2, _PTX_DOT_F16X2)
             else:
                 s = _group_dot_tl(qa, qb)
-            acc += s * (_e4m3_tl(sa) * (_e4m3_tl(sb) * 1073741824.0)[None, :])  # 2^30
+            acc += s * (_e4m3(sa) * (_e4m3(sb) * 0.25)[None, :])
             if PREFETCH:
                 qa, sa, qb, sb = nqa, nsa, nqb, nsb
         out = tl.sum(acc, axis=1)
@@ -358,6 +398,8 @@ def _triton_config(m: int, k: int, l: int) -> tuple:
 
 
 _TRITON_HINTS = ("", "")  # (cache modifier, eviction policy) for A and its scales
+_DECODES = {"tl": 0, "f16x2": 1, "dp4a": 2}
+_TRITON_DECODE = "dp4a"  # the GPU's group dot
 
 # Launch cache. Triton's JIT launch re-derives every argument's specialisation on each call
 # (a few µs of Python per call, which the leaderboard's timing includes). After the first
@@ -396,13 +438,13 @@ def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Ten
         run(*args, *run.consts)
         return c
     block_m, block_g, warps, stages, prefetch = cfg
-    use_asm = (decode or ("tl" if _INTERPRET else "asm")) == "asm"
+    dec = _DECODES[decode or ("tl" if _INTERPRET else _TRITON_DECODE)]
     even = n_groups % block_g == 0
-    consts = (block_m, block_g, stages, prefetch, 0 if even else 2, 1 if even else 2, use_asm) + _TRITON_HINTS
+    consts = (block_m, block_g, stages, prefetch, 0 if even else 2, 1 if even else 2, dec) + _TRITON_HINTS
     grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
         *args, BLOCK_M=consts[0], BLOCK_G=consts[1], STAGES=consts[2], PREFETCH=consts[3], LOAD_MODE=consts[4],
-        NEXT_MODE=consts[5], USE_ASM=consts[6], A_CACHE=consts[7], A_EVICT=consts[8],
+        NEXT_MODE=consts[5], DECODE=consts[6], A_CACHE=consts[7], A_EVICT=consts[8],
         num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself

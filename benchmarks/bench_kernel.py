@@ -58,7 +58,7 @@ def sweep_configs(m: int, k: int) -> list[tuple]:
                 if block_g > 128:
                     block_m = rows * max(1, warps // (block_g // 128)) * 1
                 if 2 <= block_m <= 128 and m % block_m == 0 and (block_m & (block_m - 1)) == 0:
-                    for stages in (1, 2, 3, 4):
+                    for stages in (1, 3):
                         out.append((block_m, block_g, warps, stages, False))
     return sorted(set(out))
 
@@ -134,7 +134,7 @@ def main() -> int:
         if args.sweep:
             res = []
             for cfg in sweep_configs(m, k):
-                for decode in ("asm",):
+                for decode in ("dp4a",):
                     fn = triton_fn(m, k, l, cfg, decode)
                     try:
                         bad = check(fn, cases)
@@ -147,7 +147,7 @@ def main() -> int:
             good = sorted((r for r in res if not r["bad"]), key=lambda r: r["us"])
             if good:  # cache hints and the portable decode, on the best config
                 best = good[0]["cfg"]
-                for hints, decode in ((("", "evict_first"), "asm"), (("", ""), "tl")):
+                for hints, decode in ((("", "evict_first"), "dp4a"), (("", ""), "f16x2"), (("", ""), "tl")):
                     submission._TRITON_HINTS = hints
                     fn = triton_fn(m, k, l, best, decode)
                     try:

@@ -146,6 +146,8 @@ def _run_ptx(asm: str, operands: dict) -> dict:
         tok = tok.strip()
         if tok in regs:
             return regs[tok]
+        if tok.startswith("0f"):  # PTX fp32 literal: hex bits
+            return np.array([int(tok[2:], 16)], dtype=np.uint32).view(np.float32)[0]
         return int(tok, 0)
 
     body = asm.strip()[1:-1]
@@ -166,6 +168,20 @@ def _run_ptx(asm: str, operands: dict) -> dict:
         x = [val(t) for t in src]
         if op == "mov.b32":
             r = x[0]
+        elif op == "prmt.b32":  # default mode: selector nibble i (3 bits) picks byte i of {b, a}
+            pool = x[0] | x[1] << 32
+            r = 0
+            for i in range(4):
+                nib = (x[2] >> (4 * i)) & 15
+                assert nib < 8, "sign-replicate mode is not used"
+                r |= ((pool >> (8 * nib)) & 0xFF) << (8 * i)
+        elif op == "dp4a.u32.s32":  # unsigned bytes of a times signed bytes of b, plus c
+            ub = [(x[0] >> (8 * i)) & 0xFF for i in range(4)]
+            sb = [((x[1] >> (8 * i)) & 0xFF) - (256 if (x[1] >> (8 * i)) & 0x80 else 0) for i in range(4)]
+            c = x[2] - (1 << 32) if x[2] >= 1 << 31 else x[2]
+            r = (c + sum(u * v for u, v in zip(ub, sb))) & 0xFFFFFFFF
+        elif op == "cvt.rn.f32.s32":
+            r = np.float32(x[0] - (1 << 32) if x[0] >= 1 << 31 else x[0])
         elif op == "shl.b32":
             r = (x[0] << x[1]) & 0xFFFFFFFF
         elif op == "shr.b32":
@@ -185,6 +201,8 @@ def _run_ptx(asm: str, operands: dict) -> dict:
             r = np.float32(x[0])
         elif op == "add.f32":
             r = np.float32(x[0]) + np.float32(x[1])
+        elif op == "mul.f32":
+            r = np.float32(x[0]) * np.float32(x[1])
         else:
             raise NotImplementedError(op)
         regs[d] = r
@@ -198,41 +216,58 @@ def _nibbles(q: int) -> np.ndarray:
     return np.array([(q >> (4 * i)) & 15 for i in range(16)])
 
 
-@pytest.mark.skipif(submission.triton is None, reason="needs triton")
-def test_ptx_group_dot_is_exact():
-    """The PTX strings the GPU runs: b decode to true fp16x2 values, and the a . b group sum
-    times 2^-14, exact for random words and for the extreme ones (all +-6, all +-0.5)."""
+def _b_f16x2_ok(rb, bvals):
+    for p in range(8):  # pair p = 4 * word + n holds elements 8*word + n and 8*word + n + 4
+        half = _f16x2(rb[f"${p}"]).astype(np.float64)
+        w, n = divmod(p, 4)
+        assert half[0] == bvals[8 * w + n] and half[1] == bvals[8 * w + n + 4]
+
+
+def _sbytes(x):
+    return [((x >> (8 * i)) & 0xFF) - (256 if (x >> (8 * i)) & 0x80 else 0) for i in range(4)]
+
+
+def _b_dp4a_ok(rb, bvals):
+    for q in range(4):  # quad q: values 4q..4q+3 as +2b and -2b signed bytes
+        assert _sbytes(rb[f"${2 * q}"]) == [2 * v for v in bvals[4 * q:4 * q + 4]]
+        assert _sbytes(rb[f"${2 * q + 1}"]) == [-2 * v for v in bvals[4 * q:4 * q + 4]]
+
+
+@pytest.mark.parametrize("decode", ("dp4a", "f16x2"))
+def test_ptx_group_dot_is_exact(decode):
+    """The PTX strings the GPU runs: b's preparation, and the a . b group value 4 * dot,
+    exact for random words and for the extreme ones (all +-6, all +-0.5, -0)."""
     rng = np.random.default_rng(0)
     words = [int(w) for w in rng.integers(0, 2 ** 63, 300, dtype=np.int64)]
     words += [int(w) | (1 << 63) for w in rng.integers(0, 2 ** 63, 100, dtype=np.int64)]
     words += [0x7777777777777777, 0xFFFFFFFFFFFFFFFF, 0x1111111111111111, 0x9999999999999999,
               0x8888888888888888, 0x7F7F7F7F7F7F7F7F]
-    ptx_b, ptx_dot = str(submission._PTX_B.value), str(submission._PTX_DOT.value)
+    ptx_b = str(getattr(submission, f"_PTX_B_{decode.upper()}").value)
+    ptx_dot = str(getattr(submission, f"_PTX_DOT_{decode.upper()}").value)
+    b_ok = _b_dp4a_ok if decode == "dp4a" else _b_f16x2_ok
     for i, qa in enumerate(words):
         qb = words[(i * 7 + 3) % len(words)]
         rb = _run_ptx(ptx_b, {"$8": qb})
         bvals = E2M1[_nibbles(qb)]
-        for p in range(8):  # pair p = 4 * word + n holds elements 8*word + n and 8*word + n + 4
-            half = _f16x2(rb[f"${p}"]).astype(np.float64)
-            w, n = divmod(p, 4)
-            assert half[0] == bvals[8 * w + n] and half[1] == bvals[8 * w + n + 4]
+        b_ok(rb, bvals)
         ops = {"$1": qa}
         ops.update({f"${2 + p}": rb[f"${p}"] for p in range(8)})
-        got = float(_run_ptx(ptx_dot, ops)["$0"]) * 2.0 ** 14
-        exact = float(np.dot(E2M1[_nibbles(qa)], bvals))
+        got = float(_run_ptx(ptx_dot, ops)["$0"])
+        exact = 4 * float(np.dot(E2M1[_nibbles(qa)], bvals))
         assert got == exact, (hex(qa), hex(qb), got, exact)
 
 
-def test_decode_formulas_exact_for_all_codes():
-    """The fp16 bit tricks: e2m1 code c -> ((c&7)<<9 | (c&8)<<12) = value * 2^-14, and e4m3
-    code s -> ((s&0x7F)<<7 | (s&0x80)<<8) = value * 2^-8 (all non-NaN codes)."""
+def test_decode_tables_exact_for_all_codes():
+    """The fp16 bit trick: e2m1 code c -> ((c&7)<<9 | (c&8)<<12) = value * 2^-14; the prmt
+    byte tables hold 2|value| and -2|value| for magnitude codes 0..7."""
     c = np.arange(16)
     bits = ((c & 7) << 9) | ((c & 8) << 12)
     assert np.array_equal(bits.astype(np.uint16).view(np.float16).astype(np.float64) * 2 ** 14, E2M1)
-    s = np.array([x for x in range(256) if x & 0x7F != 0x7F])
-    bits = ((s & 0x7F) << 7) | ((s & 0x80) << 8)
-    exact = torch.tensor(s, dtype=torch.uint8).view(torch.float8_e4m3fn).double().numpy()
-    assert np.array_equal(bits.astype(np.uint16).view(np.float16).astype(np.float64) * 2 ** 8, exact)
+    pos = submission._POS_LO | submission._POS_HI << 32
+    neg = submission._NEG_LO | submission._NEG_HI << 32
+    for code in range(8):
+        assert (pos >> (8 * code)) & 0xFF == 2 * E2M1[code]
+        assert ((neg >> (8 * code)) & 0xFF) - (256 if code else 0) == -2 * E2M1[code]
 
 
 # --------------------------------------------------------------------------- GPU
@@ -247,9 +282,10 @@ def test_gpu_matches_reference(m, k, l, seed, dist):
 
 @requires_cuda
 @pytest.mark.parametrize("m, k, l", [(128, 192, 3), (512, 4096, 2), (7168, 2048, 4), (256, 1088, 5)])
-def test_gpu_portable_decode_matches_reference(m, k, l):
+@pytest.mark.parametrize("decode", ("tl", "f16x2", "dp4a"))
+def test_gpu_every_decode_matches_reference(m, k, l, decode):
     data = _gen(m, k, l, 3, "full-range", "cuda")
-    _assert_close(_run(data, decode="tl"), data)
+    _assert_close(_run(data, decode=decode), data)
 
 
 @requires_cuda
