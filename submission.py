@@ -65,9 +65,9 @@ _TORCH_CHUNK = 1 << 24
 # Three implementations of the group dot, all exact:
 # * "dp4a" (GPU, PTX): byte lookups and integer dot products. prmt with a 4-nibble selector
 #   is an 8-entry byte table: it turns 4 magnitude codes into the bytes 2|a| (0..12) at once.
-#   b is prepared per step as signed bytes +2b and -2b, and a second prmt, whose selectors
-#   come from a's sign bits, picks +2b or -2b per byte; dp4a multiplies and adds 4 byte pairs.
-#   12 instructions per 8 values.
+#   b is prepared per step as bytes +2|b| and -2|b| and selector bases i + 4 * sign(b_i); a
+#   second prmt, whose selectors XOR in a's sign bits, picks +2|b| or -2|b| per byte; dp4a
+#   multiplies and adds 4 byte pairs. 12 instructions per 8 values of a.
 # * "f16x2" (GPU, PTX): nibbles n and n+4 of a 32-bit word moved by one shift and mask into
 #   the two halves of an fp16x2 (the fp16 bits ((c & 7) << 9) of code c are |value| * 2^-14);
 #   a's signs XORed into the sign bits of b's fp16x2 pair; fma.rn.f16x2 sums 8 products per
@@ -80,33 +80,36 @@ if triton is not None:
     _POS_LO, _POS_HI = 0x03020100, 0x0C080604
     _NEG_LO, _NEG_HI = 0xFDFEFF00, 0xF4F8FAFC
 
-    def _ptx_quads(word, quad_regs):
-        """PTX for the 8 values of a 32-bit word: 2|a| bytes per quad (m), sign selectors
-        (x), b's signed bytes picked per byte (bs), dp4a into acc."""
-        (p0, n0), (p1, n1) = quad_regs
+    def _ptx_quads(word, pn, xb):
+        """PTX for the 8 values of a 32-bit word of a: the bytes 2|a| of each quad (m); the
+        selectors i + 4 * (sign a_i xor sign b_i) (x, b's part xb precomputed); the bytes of
+        +2|b| or -2|b| picked by them (bs); dp4a into acc."""
+        (p0, n0), (p1, n1) = pn
         return (f"and.b32 s, {word}, 0x7777; prmt.b32 m, tlo, thi, s; "
-                f"shr.b32 x, {word}, 1; and.b32 x, x, 0x44444444; or.b32 x, x, 0x32103210; "
+                f"shr.b32 x, {word}, 1; and.b32 x, x, 0x44444444; xor.b32 x, x, {xb}; "
                 f"prmt.b32 bs, {p0}, {n0}, x; dp4a.u32.s32 acc, m, bs, acc; "
                 f"shr.b32 s, {word}, 16; and.b32 s, s, 0x7777; prmt.b32 m, tlo, thi, s; "
                 f"shr.b32 x, x, 16; prmt.b32 bs, {p1}, {n1}, x; dp4a.u32.s32 acc, m, bs, acc;")
 
-    # b group (u64) -> (+2b, -2b) signed bytes per quad of 4 values: $0..$7 = (+q0, -q0, +q1, ...).
+    # b group (u64) -> per quad q of 4 values the bytes +2|b| ($2q) and -2|b| ($2q+1), and per
+    # 32-bit word w the selector base i + 4 * sign(b_i) for its 8 nibbles ($8 + w).
     _PTX_B_DP4A = tl.constexpr(
-        "{ .reg .b32 lo, hi, s, x, p, n, tlo, thi, ulo, uhi; mov.b64 {lo, hi}, $8; "
+        "{ .reg .b32 lo, hi, s, tlo, thi, ulo, uhi; mov.b64 {lo, hi}, $10; "
         f"mov.b32 tlo, {_POS_LO:#x}; mov.b32 thi, {_POS_HI:#x}; mov.b32 ulo, {_NEG_LO:#x}; mov.b32 uhi, {_NEG_HI:#x}; "
         + " ".join(
-            f"shr.b32 s, {w}, {16 * h}; and.b32 s, s, 0x7777; prmt.b32 p, tlo, thi, s; prmt.b32 n, ulo, uhi, s; "
-            f"shr.b32 x, {w}, {16 * h + 1}; and.b32 x, x, 0x4444; or.b32 x, x, 0x3210; "
-            f"prmt.b32 ${2 * (2 * i + h)}, p, n, x; prmt.b32 ${2 * (2 * i + h) + 1}, n, p, x;"
+            f"shr.b32 s, {w}, {16 * h}; and.b32 s, s, 0x7777; "
+            f"prmt.b32 ${2 * (2 * i + h)}, tlo, thi, s; prmt.b32 ${2 * (2 * i + h) + 1}, ulo, uhi, s;"
             for i, w in enumerate(("lo", "hi")) for h in range(2))
+        + " ".join(f" shr.b32 s, {w}, 1; and.b32 s, s, 0x44444444; or.b32 ${8 + i}, s, 0x32103210;"
+                   for i, w in enumerate(("lo", "hi")))
         + " }")
 
     # a group (u64) . b group -> fp32 of 4 * dot (an integer).
     _PTX_DOT_DP4A = tl.constexpr(
         "{ .reg .b32 lo, hi, s, x, m, bs, acc, tlo, thi; mov.b64 {lo, hi}, $1; "
         f"mov.b32 tlo, {_POS_LO:#x}; mov.b32 thi, {_POS_HI:#x}; mov.b32 acc, 0; "
-        + _ptx_quads("lo", (("$2", "$3"), ("$4", "$5"))) + " "
-        + _ptx_quads("hi", (("$6", "$7"), ("$8", "$9")))
+        + _ptx_quads("lo", (("$2", "$3"), ("$4", "$5")), "$10") + " "
+        + _ptx_quads("hi", (("$6", "$7"), ("$8", "$9")), "$11")
         + " cvt.rn.f32.s32 $0, acc; }")
 
     def _ptx_pair(word, n):
@@ -133,13 +136,23 @@ if triton is not None:
         "mul.f32 $0, f0, 0f47800000; }")
 
     @triton.jit
-    def _group_dot_ptx(qa, qb, PTX_B: tl.constexpr, PTX_DOT: tl.constexpr):
-        """b's step decoded once per thread ([BLOCK_G] -> 8 registers per group), then the
+    def _group_dot_dp4a(qa, qb):
+        """b's step prepared once per thread ([BLOCK_G] -> 10 registers per group), then the
         group dot per (row, group)."""
-        b0, b1, b2, b3, b4, b5, b6, b7 = tl.inline_asm_elementwise(
-            PTX_B, "=r,=r,=r,=r,=r,=r,=r,=r,l", [qb], dtype=(tl.int32,) * 8, is_pure=True, pack=1)
+        b0, b1, b2, b3, b4, b5, b6, b7, x0, x1 = tl.inline_asm_elementwise(
+            _PTX_B_DP4A, "=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,l", [qb], dtype=(tl.int32,) * 10, is_pure=True, pack=1)
         return tl.inline_asm_elementwise(
-            PTX_DOT, "=f,l,r,r,r,r,r,r,r,r",
+            _PTX_DOT_DP4A, "=f,l,r,r,r,r,r,r,r,r,r,r",
+            [qa, b0[None, :], b1[None, :], b2[None, :], b3[None, :], b4[None, :], b5[None, :],
+             b6[None, :], b7[None, :], x0[None, :], x1[None, :]],
+            dtype=tl.float32, is_pure=True, pack=1)
+
+    @triton.jit
+    def _group_dot_f16x2(qa, qb):
+        b0, b1, b2, b3, b4, b5, b6, b7 = tl.inline_asm_elementwise(
+            _PTX_B_F16X2, "=r,=r,=r,=r,=r,=r,=r,=r,l", [qb], dtype=(tl.int32,) * 8, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            _PTX_DOT_F16X2, "=f,l,r,r,r,r,r,r,r,r",
             [qa, b0[None, :], b1[None, :], b2[None, :], b3[None, :],
              b4[None, :], b5[None, :], b6[None, :], b7[None, :]],
             dtype=tl.float32, is_pure=True, pack=1)
@@ -231,9 +244,9 @@ if triton is not None:
                 qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
                                             LOAD_MODE, A_CACHE, A_EVICT)
             if DECODE == 2:
-                s = _group_dot_ptx(qa, qb, _PTX_B_DP4A, _PTX_DOT_DP4A)
+                s = _group_dot_dp4a(qa, qb)
             elif DECODE == 1:
-                s = _group_dot_ptx(qa, qb, _PTX_B_F16X2, _PTX_DOT_F16X2)
+                s = _group_dot_f16x2(qa, qb)
             else:
                 s = _group_dot_tl(qa, qb)
             acc += s * (_e4m3(sa) * (_e4m3(sb) * 0.25)[None, :])

@@ -45,9 +45,9 @@ def sweep_configs(m: int, k: int) -> list[tuple]:
     a [BLOCK_M, BLOCK_G] tile out with 4 groups (32 bytes of a row) per thread, BLOCK_G / 4
     threads along K (at most 32, then warps along K), the rest of the warp and the warps
     along M; so each thread owns R = BLOCK_M * BLOCK_G / (128 * warps) rows (for BLOCK_G <=
-    128), over which its decode of b is shared. Sweeps on the H100: R >= 8 and 8 warps never
-    won; register double-buffering (prefetch) lost to plain loads (register pressure); the
-    K loop's num_stages (cp.async pipelining through shared memory) is swept here."""
+    128), over which its decode of b is shared. Sweeps on the H100 (benchmarks/NOTES.md):
+    R >= 8 and 8 warps never won; num_stages > 1 (cp.async pipelining through shared
+    memory) lost by 5-60%, so it is 1 here; prefetch = register double-buffering."""
     out = []
     for block_g in (32, 64, 128, 256):
         if block_g > max(32, k // 16):
@@ -58,8 +58,8 @@ def sweep_configs(m: int, k: int) -> list[tuple]:
                 if block_g > 128:
                     block_m = rows * max(1, warps // (block_g // 128)) * 1
                 if 2 <= block_m <= 128 and m % block_m == 0 and (block_m & (block_m - 1)) == 0:
-                    for stages in (1, 3):
-                        out.append((block_m, block_g, warps, stages, False))
+                    for prefetch in (False, True):
+                        out.append((block_m, block_g, warps, 1, prefetch))
     return sorted(set(out))
 
 

@@ -228,9 +228,14 @@ def _sbytes(x):
 
 
 def _b_dp4a_ok(rb, bvals):
-    for q in range(4):  # quad q: values 4q..4q+3 as +2b and -2b signed bytes
-        assert _sbytes(rb[f"${2 * q}"]) == [2 * v for v in bvals[4 * q:4 * q + 4]]
-        assert _sbytes(rb[f"${2 * q + 1}"]) == [-2 * v for v in bvals[4 * q:4 * q + 4]]
+    for q in range(4):  # quad q: values 4q..4q+3 as +2|b| and -2|b| signed bytes
+        assert _sbytes(rb[f"${2 * q}"]) == [2 * abs(v) for v in bvals[4 * q:4 * q + 4]]
+        assert _sbytes(rb[f"${2 * q + 1}"]) == [-2 * abs(v) for v in bvals[4 * q:4 * q + 4]]
+    for w in range(2):  # selector bases: nibble i = i % 4 + 4 * sign bit of value 8w + i
+        x = rb[f"${8 + w}"]
+        nib = [(x >> (4 * i)) & 15 for i in range(8)]
+        signs = [int(np.signbit(v)) for v in bvals[8 * w:8 * w + 8]]
+        assert nib == [i % 4 + 4 * sg for i, sg in enumerate(signs)]
 
 
 @pytest.mark.parametrize("decode", ("dp4a", "f16x2"))
@@ -245,13 +250,14 @@ def test_ptx_group_dot_is_exact(decode):
     ptx_b = str(getattr(submission, f"_PTX_B_{decode.upper()}").value)
     ptx_dot = str(getattr(submission, f"_PTX_DOT_{decode.upper()}").value)
     b_ok = _b_dp4a_ok if decode == "dp4a" else _b_f16x2_ok
+    n_b = 10 if decode == "dp4a" else 8
     for i, qa in enumerate(words):
         qb = words[(i * 7 + 3) % len(words)]
-        rb = _run_ptx(ptx_b, {"$8": qb})
+        rb = _run_ptx(ptx_b, {f"${n_b}": qb})
         bvals = E2M1[_nibbles(qb)]
         b_ok(rb, bvals)
         ops = {"$1": qa}
-        ops.update({f"${2 + p}": rb[f"${p}"] for p in range(8)})
+        ops.update({f"${2 + p}": rb[f"${p}"] for p in range(n_b)})
         got = float(_run_ptx(ptx_dot, ops)["$0"])
         exact = 4 * float(np.dot(E2M1[_nibbles(qa)], bvals))
         assert got == exact, (hex(qa), hex(qb), got, exact)
