@@ -183,11 +183,11 @@ if triton is not None:
         return s.to(tl.float8e4nv, bitcast=True).to(tl.float32)
 
     @triton.jit
-    def _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
+    def _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups, valid,
                    MODE: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr):
         """One K step: a words [BLOCK_M, BLOCK_G], their scales, b's words and scales [BLOCK_G].
-        MODE 0: in bounds; 1: the whole step is in bounds iff g0 < n_groups (K a multiple of
-        the step; used for the prefetch past the end); 2: per-group bounds mask."""
+        MODE 0: in bounds; 1: the whole step is loaded iff `valid` (K a multiple of the step;
+        used for the prefetch past the last step); 2: per-group bounds mask."""
         g = g0 + gs
         gp = (g // 4) * 512 + (g % 4)
         if MODE == 0:
@@ -196,7 +196,7 @@ if triton is not None:
             qb = tl.load(b_row + g, eviction_policy="evict_last")
             sb = tl.load(sb_row + gp, eviction_policy="evict_last")
         elif MODE == 1:
-            ok = (g0 + gs * 0) < n_groups  # one value for the whole step (keeps the loads vectorised)
+            ok = (gs * 0 + valid) != 0  # one value for the whole step (keeps the loads vectorised)
             qa = tl.load(a_rows + g[None, :], mask=ok[None, :], other=0,
                          cache_modifier=A_CACHE, eviction_policy=A_EVICT)
             sa = tl.load(sa_rows + gp[None, :], mask=ok[None, :], other=0,
@@ -221,6 +221,7 @@ if triton is not None:
         sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
         stride_cm, stride_cl,  # c strides in elements
         BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr,
+        ROTATE: tl.constexpr,
         LOAD_MODE: tl.constexpr, NEXT_MODE: tl.constexpr,
         DECODE: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
     ):
@@ -234,14 +235,23 @@ if triton is not None:
                    + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
         sb_row = sfb_ptr.to(tl.pointer_type(tl.uint8)) + li * sfb_bstride
         acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
+        n_steps = tl.cdiv(n_groups, BLOCK_G)
+        # ROTATE: program p walks its K steps starting at step p % n_steps, so that concurrent
+        # programs read different K offsets rather than all the same column of A at once.
+        rot = pid_m % n_steps if ROTATE else 0
         if PREFETCH:  # registers double-buffered: step i + 1's loads are in flight during step i
-            qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, 0, gs, n_groups, LOAD_MODE, A_CACHE, A_EVICT)
-        for g0 in tl.range(0, n_groups, BLOCK_G, num_stages=STAGES):
+            qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, rot * BLOCK_G, gs, n_groups, 1,
+                                        LOAD_MODE, A_CACHE, A_EVICT)
+        for i in tl.range(0, n_steps, num_stages=STAGES):
             if PREFETCH:
-                nqa, nsa, nqb, nsb = _load_step(a_rows, sa_rows, b_row, sb_row, g0 + BLOCK_G, gs, n_groups,
-                                                NEXT_MODE, A_CACHE, A_EVICT)
+                nxt = i + 1 + rot
+                nxt = tl.where(nxt >= n_steps, nxt - n_steps, nxt)
+                nqa, nsa, nqb, nsb = _load_step(a_rows, sa_rows, b_row, sb_row, nxt * BLOCK_G, gs, n_groups,
+                                                i + 1 < n_steps, NEXT_MODE, A_CACHE, A_EVICT)
             else:
-                qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups,
+                cur = i + rot
+                cur = tl.where(cur >= n_steps, cur - n_steps, cur)
+                qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, cur * BLOCK_G, gs, n_groups, 1,
                                             LOAD_MODE, A_CACHE, A_EVICT)
             if DECODE == 2:
                 s = _group_dot_dp4a(qa, qb)
@@ -393,20 +403,20 @@ def _scaled_mm_backend(data, m: int, k: int, l: int) -> torch.Tensor:
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch). Chosen by measurement
-# (see each line).
+# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch, rotate). Chosen by
+# measurement (see each line).
 _TRITON_CONFIGS = {}
-_TRITON_DEFAULT = (16, 32, 1, 3, False)
+_TRITON_DEFAULT = (16, 64, 2, 1, False, False)
 
 
 def _triton_config(m: int, k: int, l: int) -> tuple:
     cfg = _TRITON_CONFIGS.get((m, k, l))
     if cfg is None:
-        block_m, block_g, warps, stages, prefetch = _TRITON_DEFAULT
+        block_m, block_g, warps, stages, prefetch, rotate = _TRITON_DEFAULT
         g = k // 16
         while block_g > 4 and block_g >= 2 * g:  # no step much wider than a row
             block_g //= 2
-        cfg = (block_m, block_g, warps, stages, prefetch)
+        cfg = (block_m, block_g, warps, stages, prefetch, rotate)
     return cfg
 
 
@@ -450,14 +460,14 @@ def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Ten
     if run is not None:
         run(*args, *run.consts)
         return c
-    block_m, block_g, warps, stages, prefetch = cfg
+    block_m, block_g, warps, stages, prefetch, rotate = cfg
     dec = _DECODES[decode or ("tl" if _INTERPRET else _TRITON_DECODE)]
     even = n_groups % block_g == 0
-    consts = (block_m, block_g, stages, prefetch, 0 if even else 2, 1 if even else 2, dec) + _TRITON_HINTS
+    consts = (block_m, block_g, stages, prefetch, rotate, 0 if even else 2, 1 if even else 2, dec) + _TRITON_HINTS
     grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
-        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], STAGES=consts[2], PREFETCH=consts[3], LOAD_MODE=consts[4],
-        NEXT_MODE=consts[5], DECODE=consts[6], A_CACHE=consts[7], A_EVICT=consts[8],
+        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], STAGES=consts[2], PREFETCH=consts[3], ROTATE=consts[4],
+        LOAD_MODE=consts[5], NEXT_MODE=consts[6], DECODE=consts[7], A_CACHE=consts[8], A_EVICT=consts[9],
         num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself

@@ -40,27 +40,25 @@ from utils import verbose_allclose  # noqa: E402
 SHAPES = json.loads((ROOT / "shapes.json").read_text())["benchmarks"]
 N_SETS = 8
 
+# Tile shapes (BLOCK_M, BLOCK_G, num_warps) kept after the broad sweeps of NOTES.md (v1-v3:
+# BLOCK_G 16..256, 1..8 warps, 2..16 rows per thread, num_stages 1..4), per K.
+SWEEP_TILES = {
+    16384: [(8, 128, 2), (2, 128, 1), (2, 256, 2), (8, 256, 4), (16, 128, 4), (8, 128, 4), (4, 128, 1), (16, 64, 2)],
+    7168: [(8, 64, 1), (16, 64, 2), (16, 32, 1), (32, 64, 4), (8, 32, 1), (32, 32, 2)],
+    2048: [(16, 64, 2), (16, 32, 1), (32, 64, 4), (8, 128, 2), (8, 64, 2), (64, 32, 4)],
+}
+
+
 def sweep_configs(m: int, k: int) -> list[tuple]:
-    """Candidate (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch) for --sweep. Triton lays
-    a [BLOCK_M, BLOCK_G] tile out with 4 groups (32 bytes of a row) per thread, BLOCK_G / 4
-    threads along K (at most 32, then warps along K), the rest of the warp and the warps
-    along M; so each thread owns R = BLOCK_M * BLOCK_G / (128 * warps) rows (for BLOCK_G <=
-    128), over which its decode of b is shared. Sweeps on the H100 (benchmarks/NOTES.md):
-    R >= 8 and 8 warps never won; num_stages > 1 (cp.async pipelining through shared
-    memory) lost by 5-60%, so it is 1 here; prefetch = register double-buffering."""
-    out = []
-    for block_g in (32, 64, 128, 256):
-        if block_g > max(32, k // 16):
-            continue
-        for warps in (1, 2, 4):
-            for rows in (2, 4):
-                block_m = rows * 128 * warps // min(block_g, 128)
-                if block_g > 128:
-                    block_m = rows * max(1, warps // (block_g // 128)) * 1
-                if 2 <= block_m <= 128 and m % block_m == 0 and (block_m & (block_m - 1)) == 0:
-                    for prefetch in (False, True):
-                        out.append((block_m, block_g, warps, 1, prefetch))
-    return sorted(set(out))
+    """Candidate (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch, rotate) for --sweep.
+    Triton lays a [BLOCK_M, BLOCK_G] tile out with 4 groups (32 bytes of a row) per thread,
+    BLOCK_G / 4 threads along K (at most 32, then warps along K), the rest of the warp and
+    the warps along M; each thread owns R = BLOCK_M * BLOCK_G / (128 * warps) rows (for
+    BLOCK_G <= 128). Sweeps on the H100 (NOTES.md): R >= 8 and 8 warps never won;
+    num_stages > 1 (cp.async pipelining through shared memory) lost by 5-60%."""
+    tiles = SWEEP_TILES.get(k) or [(16, 64, 2), (8, 128, 2), (16, 32, 1)]
+    return [(bm, bg, w, 1, pf, rot) for bm, bg, w in tiles if m % bm == 0 and bg <= max(32, k // 16)
+            for pf in (False, True) for rot in (False, True)]
 
 
 def gemv_bytes(m: int, k: int, l: int) -> int:
