@@ -43,9 +43,10 @@ N_SETS = 8
 # Tile shapes (BLOCK_M, BLOCK_G, num_warps) kept after the broad sweeps of NOTES.md (v1-v3:
 # BLOCK_G 16..256, 1..8 warps, 2..16 rows per thread, num_stages 1..4), per K.
 SWEEP_TILES = {
-    16384: [(8, 128, 2), (2, 128, 1), (16, 128, 4)],
-    7168: [(16, 64, 2), (16, 32, 1), (8, 64, 1)],
-    2048: [(16, 64, 2), (16, 32, 1), (8, 64, 2)],
+    16384: [(8, 128, 2), (2, 128, 1), (1, 1024, 4), (1, 1024, 8), (1, 512, 4), (2, 1024, 8), (2, 512, 4),
+            (1, 512, 2), (4, 512, 4)],
+    7168: [(16, 64, 2), (16, 32, 1), (1, 512, 4), (2, 256, 2), (2, 512, 4), (4, 256, 4)],
+    2048: [(16, 64, 2), (16, 32, 1), (1, 128, 1), (2, 128, 2), (4, 128, 4), (8, 128, 4)],
 }
 
 
@@ -57,18 +58,8 @@ def sweep_configs(m: int, k: int) -> list[tuple]:
     BLOCK_G <= 128). Sweeps on the H100 (NOTES.md): R >= 8 and 8 warps never won;
     num_stages > 1 (cp.async pipelining through shared memory) lost by 5-60%."""
     tiles = SWEEP_TILES.get(k) or [(16, 64, 2), (8, 128, 2), (16, 32, 1)]
-    out = [(bm, bg, w, 1, False, False, 0) for bm, bg, w in tiles if m % bm == 0 and bg <= max(32, k // 16)]
-    # prefetch with a register cap that keeps every row of the grid resident at once (v5)
-    out += [cfg + (1, True, False, cap) for cfg, caps in PREFETCH_CAPS.get(k, []) for cap in caps]
+    out = [(bm, bg, w, 1, False, False, 0) for bm, bg, w in tiles if m % bm == 0 and bg <= max(128, 2 * k // 16)]
     return out
-
-
-# (tile, maxnreg caps) for prefetch: 65536 registers per SM over the rows resident per SM.
-PREFETCH_CAPS = {
-    16384: [((2, 128, 1), (72, 80)), ((4, 128, 1), (128, 144)), ((8, 128, 2), (128, 144)), ((2, 256, 2), (72, 96))],
-    7168: [((16, 64, 2), (128,)), ((8, 64, 1), (96, 128))],
-    2048: [((16, 64, 2), (128,)), ((16, 32, 1), (128,))],
-}
 
 
 def gemv_bytes(m: int, k: int, l: int) -> int:
