@@ -51,16 +51,20 @@ _TORCH_CHUNK = 1 << 24
 #
 # Grid (M / BLOCK_M, L): one program owns BLOCK_M rows of one batch and walks K in steps of
 # BLOCK_G 16-element groups. A is read as uint64 words, one word = one group of 16 e2m1
-# values = 8 bytes, so a thread's two adjacent words are one 16-byte load. b row 0 and its
-# scales are loaded per step (tiny, L2/L1 resident) and decoded once per thread for all its
-# rows. Scales come from the permuted layout (the plain ones live on the CPU): scale
+# values = 8 bytes; a thread holds 4 adjacent groups of each of its rows (two 16-byte loads).
+# b row 0 and its scales are loaded per step (tiny, L1/L2 resident) and prepared once per
+# step for all the program's rows (Triton spreads that work over the program's threads and
+# shares it through shared memory). Scales come from the permuted layout (the plain ones
+# live on the CPU, so reading them is no option): scale
 # (row i, group j) of a batch sits at byte
 #     (i // 128) * G * 128 + (j // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + j % 4
 # with G = K / 16 groups per row, so a batch spans M * G bytes.
 #
-# Every group-dot below returns G = 4 * (the exact dot product of a group's 16 e2m1 values
+# Every group dot below returns S = 4 * (the exact dot product of a group's 16 e2m1 values
 # with b's), an integer held exactly in fp32; the scales are decoded exactly by the e4m3
-# conversion, and each group adds G * sfa * (sfb / 4) to an fp32 accumulator.
+# conversion, and each group adds S * sfa * (sfb / 4) to an fp32 accumulator (one per row
+# and group slot of the tile, summed across the tile at the end: a fixed order, so repeated
+# runs are bit-identical).
 #
 # Three implementations of the group dot, all exact:
 # * "dp4a" (GPU, PTX): byte lookups and integer dot products. prmt with a 4-nibble selector
@@ -183,47 +187,14 @@ if triton is not None:
         return s.to(tl.float8e4nv, bitcast=True).to(tl.float32)
 
     @triton.jit
-    def _load_step(a_rows, sa_rows, b_row, sb_row, g0, gs, n_groups, valid,
-                   MODE: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr):
-        """One K step: a words [BLOCK_M, BLOCK_G], their scales, b's words and scales [BLOCK_G].
-        MODE 0: in bounds; 1: the whole step is loaded iff `valid` (K a multiple of the step;
-        used for the prefetch past the last step); 2: per-group bounds mask."""
-        g = g0 + gs
-        gp = (g // 4) * 512 + (g % 4)
-        if MODE == 0:
-            qa = tl.load(a_rows + g[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-            sa = tl.load(sa_rows + gp[None, :], cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-            qb = tl.load(b_row + g, eviction_policy="evict_last")
-            sb = tl.load(sb_row + gp, eviction_policy="evict_last")
-        elif MODE == 1:
-            ok = (gs * 0 + valid) != 0  # one value for the whole step (keeps the loads vectorised)
-            qa = tl.load(a_rows + g[None, :], mask=ok[None, :], other=0,
-                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-            sa = tl.load(sa_rows + gp[None, :], mask=ok[None, :], other=0,
-                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-            qb = tl.load(b_row + g, mask=ok, other=0, eviction_policy="evict_last")
-            sb = tl.load(sb_row + gp, mask=ok, other=0, eviction_policy="evict_last")
-        else:
-            gm = g < n_groups
-            qa = tl.load(a_rows + g[None, :], mask=gm[None, :], other=0,
-                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-            sa = tl.load(sa_rows + gp[None, :], mask=gm[None, :], other=0,
-                         cache_modifier=A_CACHE, eviction_policy=A_EVICT)
-            qb = tl.load(b_row + g, mask=gm, other=0, eviction_policy="evict_last")
-            sb = tl.load(sb_row + gp, mask=gm, other=0, eviction_policy="evict_last")
-        return qa, sa, qb, sb
-
-    @triton.jit
     def _nvfp4_gemv_kernel(
         a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
         n_groups,  # K / 16
         stride_am, stride_al, stride_bl,  # a, b strides in 8-byte words
         sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
         stride_cm, stride_cl,  # c strides in elements
-        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr,
-        ROTATE: tl.constexpr,
-        LOAD_MODE: tl.constexpr, NEXT_MODE: tl.constexpr,
-        DECODE: tl.constexpr, A_CACHE: tl.constexpr, A_EVICT: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, EVEN_G: tl.constexpr,
+        DECODE: tl.constexpr, A_EVICT: tl.constexpr,
     ):
         pid_m = tl.program_id(0)
         li = tl.program_id(1).to(tl.int64)
@@ -235,24 +206,20 @@ if triton is not None:
                    + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
         sb_row = sfb_ptr.to(tl.pointer_type(tl.uint8)) + li * sfb_bstride
         acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
-        n_steps = tl.cdiv(n_groups, BLOCK_G)
-        # ROTATE: program p walks its K steps starting at step p % n_steps, so that concurrent
-        # programs read different K offsets rather than all the same column of A at once.
-        rot = pid_m % n_steps if ROTATE else 0
-        if PREFETCH:  # registers double-buffered: step i + 1's loads are in flight during step i
-            qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, rot * BLOCK_G, gs, n_groups, 1,
-                                        LOAD_MODE, A_CACHE, A_EVICT)
-        for i in tl.range(0, n_steps, num_stages=STAGES):
-            if PREFETCH:
-                nxt = i + 1 + rot
-                nxt = tl.where(nxt >= n_steps, nxt - n_steps, nxt)
-                nqa, nsa, nqb, nsb = _load_step(a_rows, sa_rows, b_row, sb_row, nxt * BLOCK_G, gs, n_groups,
-                                                i + 1 < n_steps, NEXT_MODE, A_CACHE, A_EVICT)
+        for g0 in tl.range(0, n_groups, BLOCK_G, num_stages=STAGES):
+            g = g0 + gs
+            gp = (g // 4) * 512 + (g % 4)  # scale byte of group g within a batch's row block
+            if EVEN_G:
+                qa = tl.load(a_rows + g[None, :], eviction_policy=A_EVICT)
+                sa = tl.load(sa_rows + gp[None, :], eviction_policy=A_EVICT)
+                qb = tl.load(b_row + g, eviction_policy="evict_last")
+                sb = tl.load(sb_row + gp, eviction_policy="evict_last")
             else:
-                cur = i + rot
-                cur = tl.where(cur >= n_steps, cur - n_steps, cur)
-                qa, sa, qb, sb = _load_step(a_rows, sa_rows, b_row, sb_row, cur * BLOCK_G, gs, n_groups, 1,
-                                            LOAD_MODE, A_CACHE, A_EVICT)
+                gm = g < n_groups
+                qa = tl.load(a_rows + g[None, :], mask=gm[None, :], other=0, eviction_policy=A_EVICT)
+                sa = tl.load(sa_rows + gp[None, :], mask=gm[None, :], other=0, eviction_policy=A_EVICT)
+                qb = tl.load(b_row + g, mask=gm, other=0, eviction_policy="evict_last")
+                sb = tl.load(sb_row + gp, mask=gm, other=0, eviction_policy="evict_last")
             if DECODE == 2:
                 s = _group_dot_dp4a(qa, qb)
             elif DECODE == 1:
@@ -262,8 +229,6 @@ if triton is not None:
             else:  # timing probe only (wrong results): the loads with next to no arithmetic
                 s = (qa ^ qb[None, :]).to(tl.uint32).to(tl.float32)
             acc += s * (_e4m3(sa) * (_e4m3(sb) * 0.25)[None, :])
-            if PREFETCH:
-                qa, sa, qb, sb = nqa, nsa, nqb, nsb
         out = tl.sum(acc, axis=1)
         tl.store(c_ptr + rows * stride_cm + li * stride_cl, out.to(tl.float16))
 
@@ -405,26 +370,44 @@ def _scaled_mm_backend(data, m: int, k: int, l: int) -> torch.Tensor:
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch, rotate, maxnreg (0: no
-# cap)). Chosen by measurement (see each line).
-_TRITON_CONFIGS = {}
-_TRITON_DEFAULT = (16, 64, 2, 1, False, False, 0)
+# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages) for the benchmark shapes. Chosen by
+# benchmarks/bench_kernel.py --sweep on an H100 80GB HBM3 (2026-11-22, device time, L2 cold;
+# the sweeps and their history are in benchmarks/NOTES.md). A thread holds 4 groups (32
+# bytes) of each of its rows per step; rows per thread R = BLOCK_M * BLOCK_G / (128 * warps).
+_TRITON_CONFIGS = {
+    # 29.2-29.5 us (read ceiling 25.4): next best (2, 128, 1) 29.5-29.8, (16, 128, 4) 29.6-29.9;
+    # whole rows per program (1, 1024, 4) 33.7; loads-only probe of this tile 28.7-28.9.
+    (7168, 16384, 1): (8, 128, 2, 1),
+    # 49.3-50.0 us (ceiling 46.1): next (16, 32, 1) 50.2-50.9, (8, 64, 1) 50.5-52.2.
+    (4096, 7168, 8): (16, 64, 2, 1),
+    # 16.4-16.9 us (ceiling 15.2): next (16, 32, 1) 16.9-17.2, (8, 64, 2) 17.0-17.3.
+    (7168, 2048, 4): (16, 64, 2, 1),
+}
+# Any other shape: R = 4 with 2 warps, the winner on both K = 7168 and K = 2048; num_stages 1
+# (Triton's cp.async pipelining of the K loop lost 5-60% in every sweep: it adds shared
+# memory traffic and cuts occupancy, while the plain loads already overlap across warps).
+_TRITON_DEFAULT = (16, 64, 2, 1)
 
 
 def _triton_config(m: int, k: int, l: int) -> tuple:
     cfg = _TRITON_CONFIGS.get((m, k, l))
     if cfg is None:
-        block_m, block_g, warps, stages, prefetch, rotate, maxnreg = _TRITON_DEFAULT
+        block_m, block_g, warps, stages = _TRITON_DEFAULT
         g = k // 16
         while block_g > 4 and block_g >= 2 * g:  # no step much wider than a row
             block_g //= 2
-        cfg = (block_m, block_g, warps, stages, prefetch, rotate, maxnreg)
+        cfg = (block_m, block_g, warps, stages)
     return cfg
 
 
-_TRITON_HINTS = ("", "")  # (cache modifier, eviction policy) for A and its scales
+# Eviction policy for A and its scales (read once): "evict_first" measured 0.3-1% faster than
+# none on all three shapes (H100); ".cg" loads were 1-2% slower, and cannot combine with it.
+_TRITON_EVICT = "evict_first"
 _DECODES = {"tl": 0, "f16x2": 1, "dp4a": 2, "loads-only": 3}  # the last: a timing probe, wrong output
-_TRITON_DECODE = "dp4a"  # the GPU's group dot
+# The GPU's group dot: dp4a beat f16x2 by 1-5% (best configs: 29.3 vs 30.9, 49.7 vs 51.5, 16.6
+# vs 17.0 us) and tl (fp32 per nibble) by 2x.
+_TRITON_DECODE = "dp4a"
+
 
 # Launch cache. Triton's JIT launch re-derives every argument's specialisation on each call
 # (a few µs of Python per call, which the leaderboard's timing includes). After the first
@@ -457,20 +440,18 @@ def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Ten
     args = (a8, b8, sfa_p, sfb_p, c, n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
             m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2))
     aligned = (a8.data_ptr() | b8.data_ptr() | sfa_p.data_ptr() | sfb_p.data_ptr() | c.data_ptr()) & 15 == 0
-    key = (args[5:], m, l, aligned, cfg, decode, _TRITON_HINTS, a.device)
+    key = (args[5:], m, l, aligned, cfg, decode, _TRITON_EVICT, a.device)
     run = _TRITON_LAUNCH.get(key)
     if run is not None:
         run(*args, *run.consts)
         return c
-    block_m, block_g, warps, stages, prefetch, rotate, maxnreg = cfg
+    block_m, block_g, warps, stages = cfg
     dec = _DECODES[decode or ("tl" if _INTERPRET else _TRITON_DECODE)]
-    even = n_groups % block_g == 0
-    consts = (block_m, block_g, stages, prefetch, rotate, 0 if even else 2, 1 if even else 2, dec) + _TRITON_HINTS
+    consts = (block_m, block_g, stages, n_groups % block_g == 0, dec, _TRITON_EVICT)
     grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
-        *args, BLOCK_M=consts[0], BLOCK_G=consts[1], STAGES=consts[2], PREFETCH=consts[3], ROTATE=consts[4],
-        LOAD_MODE=consts[5], NEXT_MODE=consts[6], DECODE=consts[7], A_CACHE=consts[8], A_EVICT=consts[9],
-        num_warps=warps, num_stages=stages, **({"maxnreg": maxnreg} if maxnreg else {}))
+        *args, BLOCK_M=block_m, BLOCK_G=block_g, STAGES=stages, EVEN_G=consts[3], DECODE=dec,
+        A_EVICT=_TRITON_EVICT, num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
         run = _direct_runner(compiled, grid, args, consts, c)
