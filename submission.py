@@ -375,12 +375,12 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # the sweeps and their history are in benchmarks/NOTES.md). A thread holds 4 groups (32
 # bytes) of each of its rows per step; rows per thread R = BLOCK_M * BLOCK_G / (128 * warps).
 _TRITON_CONFIGS = {
-    # 29.2-29.5 us (read ceiling 25.4): next best (2, 128, 1) 29.5-29.8, (16, 128, 4) 29.6-29.9;
-    # whole rows per program (1, 1024, 4) 33.7; loads-only probe of this tile 28.7-28.9.
+    # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9;
+    # whole rows per program (1, 1024, 4) 33.7; the loads-only probe of this tile: 28.4-28.9.
     (7168, 16384, 1): (8, 128, 2, 1),
-    # 49.3-50.0 us (ceiling 46.1): next (16, 32, 1) 50.2-50.9, (8, 64, 1) 50.5-52.2.
+    # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
     (4096, 7168, 8): (16, 64, 2, 1),
-    # 16.4-16.9 us (ceiling 15.2): next (16, 32, 1) 16.9-17.2, (8, 64, 2) 17.0-17.3.
+    # 16.4-16.9 us (ceiling 15.1-15.3): next (16, 32, 1) 16.7-17.2, (8, 64, 2) 17.0-17.9.
     (7168, 2048, 4): (16, 64, 2, 1),
 }
 # Any other shape: R = 4 with 2 warps, the winner on both K = 7168 and K = 2048; num_stages 1
@@ -400,8 +400,9 @@ def _triton_config(m: int, k: int, l: int) -> tuple:
     return cfg
 
 
-# Eviction policy for A and its scales (read once): "evict_first" measured 0.3-1% faster than
-# none on all three shapes (H100); ".cg" loads were 1-2% slower, and cannot combine with it.
+# Eviction policy for A and its scales (read once): "evict_first" vs none differed by under
+# 1% either way on the H100 (within run-to-run spread); kept as the intent for bigger L2s.
+# ".cg" loads were 1-2% slower (and cannot combine with an eviction policy).
 _TRITON_EVICT = "evict_first"
 _DECODES = {"tl": 0, "f16x2": 1, "dp4a": 2, "loads-only": 3}  # the last: a timing probe, wrong output
 # The GPU's group dot: dp4a beat f16x2 by 1-5% (best configs: 29.3 vs 30.9, 49.7 vs 51.5, 16.6
