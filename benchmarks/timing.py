@@ -133,7 +133,8 @@ def read_ceiling(nbytes: int, n_sets: int = 8, reps: int = 40, shapes=READ_SHAPE
     bufs = bufs or make_read_buffers(nbytes, n_sets)
     res = {}
     for block, iters, warps in shapes:
-        res[(block, iters, warps)] = median(device_times(lambda b: read_launch(b, block, iters, warps), bufs, reps))
+        res[(block, iters, warps)] = median(device_times(
+            lambda b, bl=block, it=iters, w=warps: read_launch(b, bl, it, w), bufs, reps))
     best = min(res, key=res.get)
     return {"us": res[best], "shape": best, "all": res}
 

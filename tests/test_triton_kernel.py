@@ -179,7 +179,7 @@ def _run_ptx(asm: str, operands: dict) -> dict:
             ub = [(x[0] >> (8 * i)) & 0xFF for i in range(4)]
             sb = [((x[1] >> (8 * i)) & 0xFF) - (256 if (x[1] >> (8 * i)) & 0x80 else 0) for i in range(4)]
             c = x[2] - (1 << 32) if x[2] >= 1 << 31 else x[2]
-            r = (c + sum(u * v for u, v in zip(ub, sb))) & 0xFFFFFFFF
+            r = (c + sum(u * v for u, v in zip(ub, sb, strict=True))) & 0xFFFFFFFF
         elif op == "cvt.rn.f32.s32":
             r = np.float32(x[0] - (1 << 32) if x[0] >= 1 << 31 else x[0])
         elif op == "shl.b32":
