@@ -187,30 +187,16 @@ if triton is not None:
         return s.to(tl.float8e4nv, bitcast=True).to(tl.float32)
 
     @triton.jit
-    def _gemv_tile(
-        pid, a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
+    def _nvfp4_gemv_kernel(
+        a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
         n_groups,  # K / 16
         stride_am, stride_al, stride_bl,  # a, b strides in 8-byte words
         sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
         stride_cm, stride_cl,  # c strides in elements
-        ws_ptr, cnt_ptr,  # split-K only: fp32 partials [SPLIT, L, M], int32 arrivals [L, M / BLOCK_M]
-        n_rows, g_chunk,  # M; groups per K split (a multiple of BLOCK_G unless SPLIT == 1)
         BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, EVEN_G: tl.constexpr,
-        DECODE: tl.constexpr, A_EVICT: tl.constexpr, SPLIT: tl.constexpr, SPLIT_MAJOR: tl.constexpr,
+        DECODE: tl.constexpr, A_EVICT: tl.constexpr,
     ):
-        if SPLIT > 1:
-            if SPLIT_MAJOR:
-                pid_m = pid % (n_rows // BLOCK_M)
-                sk = pid // (n_rows // BLOCK_M)
-            else:
-                pid_m = pid // SPLIT
-                sk = pid % SPLIT
-            g_lo = sk * g_chunk
-            g_hi = tl.minimum(g_lo + g_chunk, n_groups)
-        else:
-            pid_m = pid
-            g_lo = 0
-            g_hi = n_groups
+        pid_m = tl.program_id(0)
         li = tl.program_id(1).to(tl.int64)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         gs = tl.arange(0, BLOCK_G)
@@ -220,7 +206,7 @@ if triton is not None:
                    + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
         sb_row = sfb_ptr.to(tl.pointer_type(tl.uint8)) + li * sfb_bstride
         acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
-        for g0 in tl.range(g_lo, g_hi, BLOCK_G, num_stages=STAGES):
+        for g0 in tl.range(0, n_groups, BLOCK_G, num_stages=STAGES):
             g = g0 + gs
             gp = (g // 4) * 512 + (g % 4)  # scale byte of group g within a batch's row block
             if EVEN_G:
@@ -229,7 +215,7 @@ if triton is not None:
                 qb = tl.load(b_row + g, eviction_policy="evict_last")
                 sb = tl.load(sb_row + gp, eviction_policy="evict_last")
             else:
-                gm = g < g_hi
+                gm = g < n_groups
                 qa = tl.load(a_rows + g[None, :], mask=gm[None, :], other=0, eviction_policy=A_EVICT)
                 sa = tl.load(sa_rows + gp[None, :], mask=gm[None, :], other=0, eviction_policy=A_EVICT)
                 qb = tl.load(b_row + g, mask=gm, other=0, eviction_policy="evict_last")
@@ -244,45 +230,7 @@ if triton is not None:
                 s = (qa ^ qb[None, :]).to(tl.uint32).to(tl.float32)
             acc += s * (_e4m3(sa) * (_e4m3(sb) * 0.25)[None, :])
         out = tl.sum(acc, axis=1)
-        if SPLIT == 1:
-            tl.store(c_ptr + rows * stride_cm + li * stride_cl, out.to(tl.float16))
-        else:
-            # Split-K fix-up in the same launch: write this split's fp32 row sums, then count
-            # arrivals per (batch, row block); the last to arrive sums the SPLIT partials in
-            # the fixed order 0..SPLIT-1 (bit-identical whichever program is last), writes c
-            # and resets the counter for the next call. The barrier + one acq_rel atomic per
-            # program is the CUTLASS semaphore pattern; partials are read with .cg (L2).
-            part = ws_ptr + li * n_rows + rows
-            tl.store(part + sk.to(tl.int64) * (n_rows * tl.num_programs(1)), out)
-            tl.debug_barrier()
-            cnt = cnt_ptr + li * (n_rows // BLOCK_M) + pid_m
-            if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
-                tot = tl.load(part, cache_modifier=".cg")
-                for j in tl.static_range(1, SPLIT):
-                    tot += tl.load(part + j * (n_rows * tl.num_programs(1)), cache_modifier=".cg")
-                tl.store(c_ptr + rows * stride_cm + li * stride_cl, tot.to(tl.float16))
-                tl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
-
-
-    @triton.jit
-    def _nvfp4_gemv_kernel(
-        a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, n_groups, stride_am, stride_al, stride_bl,
-        sfa_bstride, sfb_bstride, stride_cm, stride_cl, ws_ptr, cnt_ptr, n_rows, g_chunk,
-        BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, EVEN_G: tl.constexpr,
-        DECODE: tl.constexpr, A_EVICT: tl.constexpr, SPLIT: tl.constexpr, SPLIT_MAJOR: tl.constexpr,
-        PERSIST: tl.constexpr,
-    ):
-        """Grid (programs, L): one tile (_gemv_tile) per program, or with PERSIST a grid-stride
-        loop over the (M / BLOCK_M) * SPLIT tiles."""
-        if PERSIST:
-            for pid in tl.range(tl.program_id(0), (n_rows // BLOCK_M) * SPLIT, tl.num_programs(0)):
-                _gemv_tile(pid, a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, n_groups, stride_am, stride_al, stride_bl,
-                           sfa_bstride, sfb_bstride, stride_cm, stride_cl, ws_ptr, cnt_ptr, n_rows, g_chunk,
-                           BLOCK_M, BLOCK_G, STAGES, EVEN_G, DECODE, A_EVICT, SPLIT, SPLIT_MAJOR)
-        else:
-            _gemv_tile(tl.program_id(0), a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, n_groups, stride_am, stride_al,
-                       stride_bl, sfa_bstride, sfb_bstride, stride_cm, stride_cl, ws_ptr, cnt_ptr, n_rows, g_chunk,
-                       BLOCK_M, BLOCK_G, STAGES, EVEN_G, DECODE, A_EVICT, SPLIT, SPLIT_MAJOR)
+        tl.store(c_ptr + rows * stride_cm + li * stride_cl, out.to(tl.float16))
 
 
 # --------------------------------------------------------------------------- validation
@@ -484,55 +432,27 @@ def _direct_runner(compiled, grid, args, consts, c):
     return None
 
 
-# (M, K, L) -> (K splits across programs (split-K with the in-launch fix-up; 1 = none), split
-# index major in the grid, persistent programs per SM (0 = one program per tile)).
-_TRITON_SPLITS = {}
-_SPLIT_WS = {}  # (device, m, l, split, block_m) -> (fp32 partials, int32 arrival counters), made once
-
-
-def _split_workspace(device, m: int, l: int, split: int, block_m: int) -> tuple:
-    key = (device, m, l, split, block_m)
-    ws = _SPLIT_WS.get(key)
-    if ws is None:  # the counters start at 0 and each launch leaves them at 0
-        ws = _SPLIT_WS[key] = (torch.empty(split * l * m, dtype=torch.float32, device=device),
-                               torch.zeros(l * (m // block_m), dtype=torch.int32, device=device))
-    return ws
-
-
 def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Tensor:
     a, b, _, _, sfa_p, sfb_p, c = data
     cfg = _triton_config(m, k, l)
-    split, major, persist = _TRITON_SPLITS.get((m, k, l), (1, False, 0))
     n_groups = k // 16
-    block_m, block_g, warps, stages = cfg
-    if split > 1:
-        g_chunk = -(-n_groups // (split * block_g)) * block_g
-        ws, cnt = _split_workspace(a.device, m, l, split, block_m)
-    else:
-        g_chunk, ws, cnt = n_groups, c, c
     a8 = a.view(torch.uint8)
     b8 = b.view(torch.uint8)
     args = (a8, b8, sfa_p, sfb_p, c, n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
-            m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2), ws, cnt, m, g_chunk)
+            m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2))
     aligned = (a8.data_ptr() | b8.data_ptr() | sfa_p.data_ptr() | sfb_p.data_ptr() | c.data_ptr()) & 15 == 0
-    key = (args[5:13], args[15:], m, l, aligned, cfg, split, major, persist, decode, _TRITON_EVICT, a.device)
+    key = (args[5:], m, l, aligned, cfg, decode, _TRITON_EVICT, a.device)
     run = _TRITON_LAUNCH.get(key)
     if run is not None:
         run(*args, *run.consts)
         return c
+    block_m, block_g, warps, stages = cfg
     dec = _DECODES[decode or ("tl" if _INTERPRET else _TRITON_DECODE)]
-    even = g_chunk % block_g == 0 and g_chunk * split == n_groups
-    consts = (block_m, block_g, stages, even, dec, _TRITON_EVICT, split, major, persist > 0)
-    n_work = m // block_m * split
-    if persist and a.device.type == "cuda":
-        n_work = min(n_work, int(persist * torch.cuda.get_device_properties(a.device).multi_processor_count))
-    elif persist:
-        n_work = min(n_work, 3)
-    grid = (n_work, l, 1)
+    consts = (block_m, block_g, stages, n_groups % block_g == 0, dec, _TRITON_EVICT)
+    grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
-        *args, BLOCK_M=block_m, BLOCK_G=block_g, STAGES=stages, EVEN_G=even, DECODE=dec,
-        A_EVICT=_TRITON_EVICT, SPLIT=split, SPLIT_MAJOR=major, PERSIST=persist > 0,
-        num_warps=warps, num_stages=stages)
+        *args, BLOCK_M=block_m, BLOCK_G=block_g, STAGES=stages, EVEN_G=consts[3], DECODE=dec,
+        A_EVICT=_TRITON_EVICT, num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
         run = _direct_runner(compiled, grid, args, consts, c)

@@ -1,8 +1,8 @@
 """Split-K / persistent-grid experiment (needs a CUDA GPU; result: no gain, NOTES.md).
 
-Runs against the experimental submission.py of the commit that added this script (its kernel
+Runs against the experimental submission.py of commit 73a9ed8 (its kernel
 takes SPLIT, SPLIT_MAJOR, PERSIST and reads submission._TRITON_SPLITS); the kernel that ships
-has none of it. To re-run: `git show <that commit>:submission.py > submission.py` on a
+has none of it. To re-run: `git show 73a9ed8:submission.py > submission.py` on a
 scratch checkout. Variants: K split across programs (partial fp32 row sums to a workspace
 cached per shape; an acq_rel arrival counter per row block; the last program to arrive sums
 the partials in fixed order 0..SPLIT-1, writes c and resets the counter: one launch,
