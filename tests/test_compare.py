@@ -10,11 +10,11 @@ import time
 
 import pytest
 import torch
+from conftest import HAS_CUDA, ROOT, requires_cuda
 
 import reference
 import submission
 from benchmarks import compare
-from tests.conftest import HAS_CUDA, ROOT, requires_cuda
 
 ALL_KEYS = ["ceiling", "triton", "scaled_mm", "official", "dequant_mm", "fp16_gemv", "graph"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

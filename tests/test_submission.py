@@ -13,11 +13,11 @@ import sys
 
 import pytest
 import torch
+from conftest import HAS_CUDA, ROOT, requires_cuda
+from tolerances import ATOL, EXACT, RTOL
 
 import reference
 import submission
-from tests.conftest import HAS_CUDA, ROOT, requires_cuda
-from tests.tolerances import ATOL, EXACT, RTOL
 from utils import verbose_allclose
 
 SHAPES = json.loads((ROOT / "shapes.json").read_text())

@@ -14,11 +14,11 @@ import re
 import numpy as np
 import pytest
 import torch
+from conftest import HAS_CUDA, ROOT, requires_cuda
+from tolerances import EXACT, KERNEL_ATOL, KERNEL_RTOL
 
 import reference
 import submission
-from tests.conftest import HAS_CUDA, ROOT, requires_cuda
-from tests.tolerances import EXACT, KERNEL_ATOL, KERNEL_RTOL
 from utils import verbose_allclose
 
 SHAPES = json.loads((ROOT / "shapes.json").read_text())
