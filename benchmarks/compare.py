@@ -362,9 +362,7 @@ class CudaTimer:
         for i, reps in enumerate(tries):
             try:
                 return timing.device_times(fn, states, reps, self.warmup)
-            except RuntimeError as exc:
-                if "would include host time" not in str(exc):
-                    raise
+            except timing.HostBound as exc:
                 if i == len(tries) - 1:
                     raise HostBound(one_line(exc)) from exc
                 log(f"  device time: {one_line(exc)}; again with {tries[i + 1]} calls")

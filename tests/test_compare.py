@@ -206,7 +206,7 @@ def test_measure_shape_checks_before_timing_and_goes_on_after_failures():
 
 
 def _host_bound_error(reps):
-    return RuntimeError(f"host queued {reps} calls in 9.0 ms, longer than the 5.0 ms hold: "
+    return compare.timing.HostBound(f"host queued {reps} calls in 9.0 ms, longer than the 5.0 ms hold: "
                         "device times would include host time")
 
 
