@@ -62,11 +62,6 @@ def sweep_configs(m: int, k: int) -> list[tuple]:
             for stages in (1, 3)]
 
 
-def gemv_bytes(m: int, k: int, l: int) -> int:
-    """Bytes a GEMV must move: a, sfa, b row 0, sfb row 0 (all batches) and c."""
-    return m * k // 2 * l + m * k // 16 * l + k // 2 * l + k // 16 * l + 2 * m * l
-
-
 def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
     cases = []
@@ -124,7 +119,7 @@ def main() -> int:
     for s in picks:
         m, k, l, seed = s["m"], s["k"], s["l"], s["seed"]
         shape = f"{m}x{k}x{l}"
-        nbytes = gemv_bytes(m, k, l)
+        nbytes = timing.gemv_bytes(m, k, l)
         ceil = timing.read_ceiling(nbytes, N_SETS, args.reps)
         sets = [reference.generate_input(m, k, l, seed + i, device="cuda") for i in range(N_SETS)]
         cases = check_cases(m, k, l, seed)

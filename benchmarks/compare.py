@@ -73,6 +73,7 @@ import eval as ev  # noqa: E402  geomean, _fmt, load_shapes
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
+from benchmarks.timing import gemv_bytes  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -89,16 +90,11 @@ def log(msg: str) -> None:
 
 
 def one_line(text, limit: int = 400) -> str:
-    s = " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+    s = ev._one_line(text)
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
 # =========================================================================== shapes
-
-def gemv_bytes(m: int, k: int, l: int) -> int:
-    """Bytes a GEMV must move: a, sfa, b row 0, sfb row 0 (all batches) and c."""
-    return m * k // 2 * l + m * k // 16 * l + k // 2 * l + k // 16 * l + 2 * m * l
-
 
 def shape_name(m: int, k: int, l: int) -> str:
     return f"{m}x{k}x{l}"
@@ -341,11 +337,6 @@ def gate(strategy: Strategy, state, expected: torch.Tensor) -> tuple[bool, str]:
 
 # =========================================================================== timing
 
-class HostBound(Exception):
-    """The strategy blocks the host on the GPU (e.g. a blocking copy), so its device time
-    cannot be separated from its host time."""
-
-
 class CudaTimer:
     """Device and harness times (µs) with timing.py's helpers. ``measure(fn, states)`` and
     ``ceiling(nbytes, n_sets)`` return {device_us, harness_us, device_runs, harness_runs, note}."""
@@ -355,7 +346,7 @@ class CudaTimer:
 
     def device(self, fn: Callable, states: list) -> list[float]:
         """timing.device_times (the GPU held by a spin while the host queues every call); a
-        strategy that blocks the host on the GPU (its queueing outlasts the hold) raises HostBound.
+        strategy that blocks the host on the GPU (its queueing outlasts the hold) raises timing.HostBound.
         Many launches per call can also fill CUDA's launch queue (~1000 entries) and block the
         host: so a second try queues at most 20 calls."""
         tries = [self.reps] + ([MIN_QUEUED_REPS] if self.reps > MIN_QUEUED_REPS else [])
@@ -364,7 +355,7 @@ class CudaTimer:
                 return timing.device_times(fn, states, reps, self.warmup)
             except timing.HostBound as exc:
                 if i == len(tries) - 1:
-                    raise HostBound(one_line(exc)) from exc
+                    raise
                 log(f"  device time: {one_line(exc)}; again with {tries[i + 1]} calls")
 
     def harness(self, fn: Callable, state) -> list[float]:
@@ -374,8 +365,8 @@ class CudaTimer:
         note = f"no device time: {blocks_host}" if blocks_host else ""
         try:
             dev = [] if blocks_host else self.device(fn, states)
-        except HostBound as exc:
-            dev, note = [], f"no device time: it blocks the host on the GPU ({exc})"
+        except timing.HostBound as exc:
+            dev, note = [], f"no device time: it blocks the host on the GPU ({one_line(exc)})"
         har = self.harness(fn, states[0])
         return {"device_us": timing.median(dev) if dev else None, "harness_us": timing.median(har),
                 "device_runs": len(dev), "harness_runs": len(har), "note": note}

@@ -31,6 +31,11 @@ import triton.language as tl
 from utils import clear_l2_cache
 
 
+def gemv_bytes(m: int, k: int, l: int) -> int:
+    """Bytes a GEMV must move: a, sfa, b row 0, sfb row 0 (all batches) and c."""
+    return m * k // 2 * l + m * k // 16 * l + k // 2 * l + k // 16 * l + 2 * m * l
+
+
 class HostBound(RuntimeError):
     """``device_times`` could not queue every call while the GPU was held: the host, not the
     device, set the pace, so device times would include host time."""
