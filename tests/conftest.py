@@ -4,6 +4,7 @@ On a machine without CUDA, Triton kernels run in Triton's interpreter: the varia
 set before any ``@triton.jit`` function is created, hence here, before tests import modules.
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The official shapes as (m, k, l, seed) tuples, from the kit's single source.
+_SHAPES = json.loads((ROOT / "shapes.json").read_text())
+OFFICIAL_TESTS = [(t["m"], t["k"], t["l"], t["seed"]) for t in _SHAPES["tests"]]
+BENCHMARKS = [(t["m"], t["k"], t["l"], t["seed"]) for t in _SHAPES["benchmarks"]]
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, requires_cuda
+from conftest import BENCHMARKS, requires_cuda
 from tolerances import EXACT, FP16_OUTPUT_HEADROOM, KERNEL_ATOL, KERNEL_RTOL, NVFP4_GAUSSIAN_SQNR_MIN_DB
 
 import quant as Q
@@ -349,7 +347,6 @@ def test_quantized_distributions_look_like_model_data(dist):
 # emulated scaled_mm are exact (bit-for-bit equal to ref_kernel); triton accumulates in fp32.
 
 BACKEND_TOL = {"torch": (EXACT, EXACT), "scaled_mm": (EXACT, EXACT), "triton": (KERNEL_RTOL, KERNEL_ATOL)}
-BENCHMARKS = [(t["m"], t["k"], t["l"], t["seed"]) for t in json.loads((ROOT / "shapes.json").read_text())["benchmarks"]]
 
 
 @pytest.fixture

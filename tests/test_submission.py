@@ -5,7 +5,6 @@ The scaled_mm backend runs with ``torch._scaled_mm`` replaced by the reference's
 emulator; a recording wrapper checks it receives exactly what the real call would.
 """
 
-import json
 import os
 import re
 import subprocess
@@ -13,16 +12,13 @@ import sys
 
 import pytest
 import torch
-from conftest import HAS_CUDA, ROOT, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, requires_cuda
 from tolerances import ATOL, EXACT, RTOL
 
 import reference
 import submission
 from utils import verbose_allclose
 
-SHAPES = json.loads((ROOT / "shapes.json").read_text())
-OFFICIAL_TESTS = [(t["m"], t["k"], t["l"], t["seed"]) for t in SHAPES["tests"]]
-BENCHMARKS = [(t["m"], t["k"], t["l"], t["seed"]) for t in SHAPES["benchmarks"]]
 L_VALUES = (1, 2, 3, 4, 5, 7, 8, 9, 16)
 DISTS = ("official", "full-range")
 

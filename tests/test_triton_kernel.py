@@ -8,22 +8,17 @@ test shapes, the benchmark shapes and full-range data against the exact referenc
 decodes, bit-identical repeats, and auto dispatch.
 """
 
-import json
 import re
 
 import numpy as np
 import pytest
 import torch
-from conftest import HAS_CUDA, ROOT, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, requires_cuda
 from tolerances import EXACT, KERNEL_ATOL, KERNEL_RTOL
 
 import reference
 import submission
 from utils import verbose_allclose
-
-SHAPES = json.loads((ROOT / "shapes.json").read_text())
-OFFICIAL_TESTS = [(t["m"], t["k"], t["l"], t["seed"]) for t in SHAPES["tests"]]
-BENCHMARKS = [(t["m"], t["k"], t["l"], t["seed"]) for t in SHAPES["benchmarks"]]
 
 pytestmark = pytest.mark.skipif(submission.triton is None, reason="triton is not installed")
 
