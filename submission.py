@@ -4,24 +4,37 @@
 
 One entry point, ``custom_kernel(data)``, dispatching to a backend:
 
+* ``cuda``: a hand-written CUDA kernel, compiled once per process for the GPU it runs on
+  (sm_90a on H100/H200, sm_100a on B200) by NVRTC and launched through the CUDA driver, both
+  reached with ctypes (the standard library): no build tools, no extension module.
+* ``triton``: one Triton kernel for all L (any CUDA GPU of compute capability >= 8.0; on the
+  CPU only under TRITON_INTERPRET=1, for tests).
 * ``scaled_mm``: FP4 ``torch._scaled_mm`` per batch (needs compute capability 10.x). The
   blocked scale vectors are views of ``sfa_permuted`` / ``sfb_permuted`` (no copies).
-* ``triton``: one Triton kernel for all L, at the memory-bandwidth limit (any CUDA GPU of
-  compute capability >= 8.0; on the CPU only under TRITON_INTERPRET=1, for tests).
 * ``torch``: exact dequantise-and-multiply in plain torch; runs anywhere (CPU included).
 
-``NVFP4_GEMV_BACKEND`` = auto | scaled_mm | triton | torch forces one; a forced backend that
-cannot run here raises. ``auto`` picks torch on the CPU, triton on CUDA GPUs without FP4
-``_scaled_mm``, and on compute capability 10.x the faster of triton and scaled_mm per shape,
-timed on the first call with that shape (a few extra launches and one sync, once) and cached.
+``NVFP4_GEMV_BACKEND`` = auto | cuda | triton | scaled_mm | torch forces one; a forced backend
+that cannot run here raises, saying why (for cuda: the compiler's message). ``auto`` picks
+torch on the CPU; on a CUDA GPU it times every kernel backend that builds and runs here (cuda,
+triton, and scaled_mm on compute capability 10.x) on the first call with each shape, and keeps
+the fastest for the process; a backend that fails to build is skipped with one warning.
+
+Configurations (tile shapes) come from a table measured per GPU model; on a GPU model the
+table does not know, the first call with a large shape times a short list of candidates on
+the real inputs and keeps the fastest (``NVFP4_GEMV_CONFIG`` pins one; see _config_for).
+Each configuration is deterministic: repeated calls give bit-identical results.
 
 Inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``: a [m, k/2, l] e2m1 pairs (low
-nibble = even element), b [128, k/2, l] (row 0 used), plain scales sfa/sfb (on the CPU on a
-CUDA run, so never read here), permuted scales (32, 4, rows/128, 4, k/64, l) whose memory is
-a contiguous (l, rows/128, k/64, 32, 4, 4) array, c [m, 1, l] fp16.
+nibble = even element), b [128, k/2, l] (row 0 used), plain scales sfa [m, k/16, l] and sfb
+[128, k/16, l] (on the server, on the GPU like a), permuted scales (32, 4, rows/128, 4, k/64,
+l) whose memory is a contiguous (l, rows/128, k/64, 32, 4, 4) array, c [m, 1, l] fp16. The
+kernels read the plain scales when they live on a's device, and the permuted ones otherwise.
 """
 
+import ctypes
+import glob
 import os
+import sys
 
 import torch
 
@@ -30,13 +43,15 @@ from task import input_t, output_t
 try:
     import triton
     import triton.language as tl
-except ImportError:  # the torch backend still works
+except ImportError:  # the torch and cuda backends still work
     triton = None
 
 # --------------------------------------------------------------------------- constants
 
-_BACKENDS = ("auto", "scaled_mm", "triton", "torch")
+_BACKENDS = ("auto", "cuda", "triton", "scaled_mm", "torch")
+_KERNEL_BACKENDS = ("cuda", "triton", "scaled_mm")  # what auto races on a GPU, in this order
 _ENV = "NVFP4_GEMV_BACKEND"
+_ENV_CONFIG = "NVFP4_GEMV_CONFIG"
 _FP4 = torch.float4_e2m1fn_x2
 _E4M3 = torch.float8_e4m3fn
 
@@ -54,9 +69,9 @@ _TORCH_CHUNK = 1 << 24
 # values = 8 bytes; a thread holds 4 adjacent groups of each of its rows (two 16-byte loads).
 # b row 0 and its scales are loaded per step (tiny, L1/L2 resident) and prepared once per
 # step for all the program's rows (Triton spreads that work over the program's threads and
-# shares it through shared memory). Scales come from the permuted layout (the plain ones
-# live on the CPU, so reading them is no option): scale
-# (row i, group j) of a batch sits at byte
+# shares it through shared memory). Scales come from the plain [rows, K/16] layout when it
+# lives on a's device (PLAIN), else from the permuted layout, where scale (row i, group j) of
+# a batch sits at byte
 #     (i // 128) * G * 128 + (j // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + j % 4
 # with G = K / 16 groups per row, so a batch spans M * G bytes.
 #
@@ -183,18 +198,20 @@ if triton is not None:
 
     @triton.jit
     def _e4m3(s):
-        """uint8 e4m3 codes -> fp32 (exact; codes 0x7F/0xFF, NaN, are never inputs)."""
-        return s.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+        """uint8 e4m3 codes -> fp32, exactly; the NaN codes 0x7F / 0xFF give NaN (NaN in, NaN
+        out, as cuBLAS gives; Triton's interpreter would read 0x7F as 480)."""
+        v = s.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+        return tl.where((s & 0x7F) == 0x7F, float("nan"), v)
 
     @triton.jit
     def _nvfp4_gemv_kernel(
         a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
         n_groups,  # K / 16
         stride_am, stride_al, stride_bl,  # a, b strides in 8-byte words
-        sfa_bstride, sfb_bstride,  # bytes per batch of the permuted scales
+        sfa_rstride, sfa_bstride, sfb_bstride,  # scale strides in bytes (row: plain layout only)
         stride_cm, stride_cl,  # c strides in elements
         BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, STAGES: tl.constexpr, EVEN_G: tl.constexpr,
-        DECODE: tl.constexpr, A_EVICT: tl.constexpr,
+        DECODE: tl.constexpr, A_EVICT: tl.constexpr, PLAIN: tl.constexpr,
     ):
         pid_m = tl.program_id(0)
         li = tl.program_id(1).to(tl.int64)
@@ -202,13 +219,20 @@ if triton is not None:
         gs = tl.arange(0, BLOCK_G)
         a_rows = a_ptr.to(tl.pointer_type(tl.uint64)) + li * stride_al + rows[:, None].to(tl.int64) * stride_am
         b_row = b_ptr.to(tl.pointer_type(tl.uint64)) + li * stride_bl
-        sa_rows = (sfa_ptr.to(tl.pointer_type(tl.uint8)) + li * sfa_bstride
-                   + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
+        if PLAIN:  # [rows, K/16] per batch, row-major
+            sa_rows = (sfa_ptr.to(tl.pointer_type(tl.uint8)) + li * sfa_bstride
+                       + rows[:, None].to(tl.int64) * sfa_rstride)
+        else:
+            sa_rows = (sfa_ptr.to(tl.pointer_type(tl.uint8)) + li * sfa_bstride
+                       + ((rows // 128) * (n_groups * 128) + (rows % 32) * 16 + ((rows % 128) // 32) * 4)[:, None])
         sb_row = sfb_ptr.to(tl.pointer_type(tl.uint8)) + li * sfb_bstride
         acc = tl.zeros([BLOCK_M, BLOCK_G], dtype=tl.float32)
         for g0 in tl.range(0, n_groups, BLOCK_G, num_stages=STAGES):
             g = g0 + gs
-            gp = (g // 4) * 512 + (g % 4)  # scale byte of group g within a batch's row block
+            if PLAIN:
+                gp = g
+            else:
+                gp = (g // 4) * 512 + (g % 4)  # scale byte of group g within a batch's row block
             if EVEN_G:
                 qa = tl.load(a_rows + g[None, :], eviction_policy=A_EVICT)
                 sa = tl.load(sa_rows + gp[None, :], eviction_policy=A_EVICT)
@@ -233,6 +257,476 @@ if triton is not None:
         tl.store(c_ptr + rows * stride_cm + li * stride_cl, out.to(tl.float16))
 
 
+# --------------------------------------------------------------------------- cuda kernel
+#
+# Why NVRTC through ctypes and not torch.utils.cpp_extension.load_inline: load_inline needs
+# nvcc, ninja and a host compiler at run time and spends tens of seconds compiling torch's
+# headers for the binding; NVRTC (a shared library that torch's CUDA wheels already depend
+# on) compiles this header-free source in well under a second, and ctypes (the standard
+# library) reaches both it and the driver, so the file imports nothing beyond the contract.
+# Measured on the device machines: see benchmarks/NOTES.md ("cuda backend: how it is built").
+# Launches go to the default (legacy) queue, the one the harness's events are recorded on.
+
+_CUDA_SRC = r"""
+// NVFP4 batched GEMV, c[r, l] = fp16(sum_k a[r, k, l] * b[0, k, l]) with both block scales.
+// Compiled at run time by NVRTC; no headers. One kernel per configuration: gemv_body is
+// instantiated by a small extern "C" wrapper that submission.py appends to this text.
+//
+// A warp owns 32/LPR * RPT rows: LPR lanes share a row (lane t reads the row's 16-byte
+// chunks t, t + LPR, ...), and each lane holds RPT rows. One step of the K loop puts
+// RPT * U loads of 16 bytes of a (plus their scale pairs) in flight per lane, every one
+// issued before the first is used; then b's chunks (L1/L2 resident) are read and decoded
+// once per lane for its RPT rows. Each 16-byte chunk is two 16-value groups; each group's
+// dot product is exact (an integer multiple of 1/4), times the exact fp32 product of the
+// two e4m3 scales, summed in fp32 per lane; lanes of a row combine by a fixed butterfly,
+// so repeated runs are bit-identical.
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef long long i64;
+
+struct __align__(16) Q { u32 w[4]; };
+
+// a and its scales are read once: L1::no_allocate keeps them from evicting b's lines.
+__device__ __forceinline__ Q ld_once(const unsigned char* p) {
+  Q q;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
+  return q;
+}
+__device__ __forceinline__ Q ld_kept(const unsigned char* p) {
+  Q q;
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
+  return q;
+}
+__device__ __forceinline__ u32 ld_pair_once(const unsigned char* p) {
+  u16 v;
+  asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ u32 ld_pair_kept(const unsigned char* p) {
+  u16 v;
+  asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+
+// Two e4m3 codes (bytes 0 and 1 of v) -> floats, exactly: e4m3 is a subset of fp16, and the
+// NaN codes 0x7F / 0xFF stay NaN (NaN in, NaN out, as cuBLAS gives).
+__device__ __forceinline__ void e4m3x2(u32 v, float& s0, float& s1) {
+  asm("{ .reg .b16 t, l, h; .reg .b32 d; cvt.u16.u32 t, %2; cvt.rn.f16x2.e4m3x2 d, t;"
+      " mov.b32 {l, h}, d; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+      : "=f"(s0), "=f"(s1) : "r"(v));
+}
+
+// ---- decode 0, "dp4a": prmt is an 8-entry byte table: 4 magnitude codes -> the bytes 2|a|.
+// b is prepared per chunk as bytes +2|b|, -2|b| and selector bases i + 4 sign(b_i); a second
+// prmt, whose selectors XOR in a's signs, picks +-2|b| per byte; dp4a sums 4 products. The
+// result is 4 x the group's dot product.
+#define TLO 0x03020100u
+#define THI 0x0C080604u
+#define NLO 0xFDFEFF00u
+#define NHI 0xF4F8FAFCu
+struct BWord { u32 p0, n0, p1, n1, x; };
+struct BDp4a { BWord w[4]; };
+__device__ __forceinline__ BDp4a prep_dp4a(const Q& q) {
+  BDp4a r;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    u32 v = q.w[j], s0 = v & 0x7777u, s1 = (v >> 16) & 0x7777u;
+    r.w[j].p0 = __byte_perm(TLO, THI, s0);
+    r.w[j].n0 = __byte_perm(NLO, NHI, s0);
+    r.w[j].p1 = __byte_perm(TLO, THI, s1);
+    r.w[j].n1 = __byte_perm(NLO, NHI, s1);
+    r.w[j].x = ((v >> 1) & 0x44444444u) | 0x32103210u;
+  }
+  return r;
+}
+__device__ __forceinline__ int dot8(u32 v, const BWord& b, int acc) {
+  u32 x = ((v >> 1) & 0x44444444u) ^ b.x;
+  acc = __dp4a((int)__byte_perm(TLO, THI, v & 0x7777u), (int)__byte_perm(b.p0, b.n0, x), acc);
+  return __dp4a((int)__byte_perm(TLO, THI, (v >> 16) & 0x7777u), (int)__byte_perm(b.p1, b.n1, x >> 16), acc);
+}
+__device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, float& g0, float& g1) {
+  g0 = (float)dot8(a.w[1], b.w[1], dot8(a.w[0], b.w[0], 0));
+  g1 = (float)dot8(a.w[3], b.w[3], dot8(a.w[2], b.w[2], 0));
+}
+
+// ---- decode 1, "f16x2": each byte (2 values) -> an fp16x2 pair; fma.rn.f16x2 sums 8 exact
+// products per half (multiples of 1/4 below 288: exact in fp16); the halves add in fp32.
+// Blackwell converts with its e2m1x2 instruction; elsewhere the same conversion is done in
+// integer steps (fp16 bits (c & 7) << 9 | (c & 8) << 12 are value * 2^-14; times 2^14),
+// an exact stand-in so that this path is tested off Blackwell.
+__device__ __forceinline__ u32 e2m1x2(u32 x) {
+  u32 d;
+#if HAS_E2M1_CVT
+  asm("{ .reg .b8 t; cvt.u8.u32 t, %1; cvt.rn.f16x2.e2m1x2 %0, t; }" : "=r"(d) : "r"(x));
+#else
+  u32 bits = ((x & 7u) << 9) | ((x & 8u) << 12) | ((x & 0x70u) << 21) | ((x & 0x80u) << 24);
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(bits), "r"(0x74007400u));
+#endif
+  return d;
+}
+struct BF16 { u32 h[16]; };
+__device__ __forceinline__ BF16 prep_f16(const Q& q) {
+  BF16 r;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) r.h[j] = e2m1x2(q.w[j >> 2] >> (8 * (j & 3)));
+  return r;
+}
+__device__ __forceinline__ float dot_group_f16(const Q& a, const BF16& b, int g) {
+  u32 acc;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int byte = 8 * g + j;
+    const u32 ah = e2m1x2(a.w[byte >> 2] >> (8 * (byte & 3)));
+    if (j == 0) asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(acc) : "r"(ah), "r"(b.h[byte]));
+    else asm("fma.rn.f16x2 %0, %1, %2, %0;" : "+r"(acc) : "r"(ah), "r"(b.h[byte]));
+  }
+  float lo, hi;
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+      : "=f"(lo), "=f"(hi) : "r"(acc));
+  return lo + hi;
+}
+__device__ __forceinline__ void dot_chunk(const Q& a, const BF16& b, float& g0, float& g1) {
+  g0 = dot_group_f16(a, b, 0);
+  g1 = dot_group_f16(a, b, 1);
+}
+
+template <int DECODE> struct Decode;
+template <> struct Decode<0> {
+  typedef BDp4a B;
+  static __device__ __forceinline__ B prep(const Q& q) { return prep_dp4a(q); }
+  static constexpr float scale = 0.25f;
+};
+template <> struct Decode<1> {
+  typedef BF16 B;
+  static __device__ __forceinline__ B prep(const Q& q) { return prep_f16(q); }
+  static constexpr float scale = 1.0f;
+};
+
+// Byte offset of the scale pair of groups 2ch, 2ch + 1 of row r. PLAIN: row-major [rows, K/16]
+// per batch (row stride rs). Permuted (blocked): scale (r, g) of a batch sits at
+// (r / 128) * G * 128 + (g / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + g % 4.
+template <bool PLAIN>
+__device__ __forceinline__ i64 scale_row(int r, i64 rs, int groups) {
+  if (PLAIN) return (i64)r * rs;
+  return (i64)(r >> 7) * groups * 128 + (r & 31) * 16 + ((r >> 5) & 3) * 4;
+}
+template <bool PLAIN>
+__device__ __forceinline__ i64 scale_col(int ch) {
+  if (PLAIN) return 2 * (i64)ch;
+  return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
+}
+
+template <int LPR, int RPT, int U, int WARPS, bool FULL, bool PLAIN, int DECODE, bool PROBE>
+__device__ __forceinline__ void gemv_body(
+    const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
+    const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
+    u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
+    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero) {
+  constexpr int RS = 32 / LPR;          // rows side by side in a warp
+  constexpr int BROWS = WARPS * RS * RPT;
+  constexpr int STEP = LPR * U;         // chunks of a row per step
+  typedef Decode<DECODE> D;
+  const int lane = threadIdx.x & 31, t = lane % LPR;
+  const int row0 = blockIdx.x * BROWS + (threadIdx.x >> 5) * RS * RPT + lane / LPR;
+  const i64 bi = blockIdx.y;
+  const unsigned char* ap[RPT];
+  const unsigned char* sp[RPT];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int r = row0 + RS * i;
+    ap[i] = a + bi * a_bs + r * a_rs + 16 * t;
+    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks);
+  }
+  const unsigned char* bp = b + bi * b_bs + 16 * t;
+  const unsigned char* sbp = sfb + bi * sfb_bs;
+  float acc[RPT];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
+
+  for (int c0 = 0; c0 < chunks; c0 += STEP) {
+    Q av[RPT][U];
+    u32 sa[RPT][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int ch = c0 + u * LPR + t;
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        if (FULL || ch < chunks) {
+          av[i][u] = ld_once(ap[i] + 16 * (i64)(c0 + u * LPR));
+          sa[i][u] = ld_pair_once(sp[i] + scale_col<PLAIN>(ch));
+        } else {
+          av[i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[i][u] = 0u;
+        }
+      }
+    }
+    // All loads of the step are issued before the first use: ptxas would otherwise sink
+    // each load next to its use (fewer registers, but one load in flight per lane). The b
+    // loads below depend on every one of them through `fold & zero` (zero is a kernel
+    // argument, always 0; a 16-byte load completes as a whole, so its first word suffices).
+    u32 fold = 0u;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
+    const unsigned char* bstep = bp + (fold & zero);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int ch = c0 + u * LPR + t;
+      Q bq = Q{{0u, 0u, 0u, 0u}};
+      u32 sbv = 0u;
+      if (FULL || ch < chunks) {
+        bq = ld_kept(bstep + 16 * (i64)(c0 + u * LPR));
+        sbv = ld_pair_kept(sbp + scale_col<PLAIN>(ch));
+      }
+      if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
+#pragma unroll
+        for (int i = 0; i < RPT; ++i)
+          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
+                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
+      } else {
+        const typename D::B bc = D::prep(bq);
+        float sb0, sb1;
+        e4m3x2(sbv, sb0, sb1);
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          float g0, g1, sa0, sa1;
+          dot_chunk(av[i][u], bc, g0, g1);
+          e4m3x2(sa[i][u], sa0, sa1);
+          acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
+          acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    float v = acc[i];
+#pragma unroll
+    for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (t == 0) {
+      u16 h;
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
+      c[bi * c_bs + (i64)(row0 + RS * i) * c_rs] = h;
+    }
+  }
+}
+"""
+
+# Kernel parameters, in order: a, b, sfa, sfb, c (pointers), chunks = K / 32 (int), the
+# strides a_row, a_batch, b_batch (bytes), sfa_row, sfa_batch, sfb_batch (bytes; rows only
+# for the plain layout), c_row, c_batch (elements), zero (always 0; see the kernel).
+_CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __restrict__ b, "
+                "const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb, "
+                "u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, "
+                "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
+_CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
+_CUDA_DECODES = {"dp4a": 0, "f16x2": 1}
+
+
+class CudaBuildError(RuntimeError):
+    """The cuda backend could not be built or loaded here (message: the reason, with NVRTC's
+    log when the compiler failed)."""
+
+
+def cuda_arch(capability: tuple) -> str:
+    """NVRTC target for a compute capability: the architecture-specific sm_90a / sm_100a (and
+    sm_103a, sm_120a...) where they exist, else the plain sm_XY."""
+    major, minor = capability
+    return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+
+
+def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
+    """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE)."""
+    lpr, rpt, u, warps, decode = cfg
+    flags = f"{int(full)}{int(plain)}{int(probe)}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{flags}"
+    t = "true", "false"
+    body = (f"gemv_body<{lpr}, {rpt}, {u}, {warps}, {t[not full]}, {t[not plain]}, {decode}, {t[not probe]}>"
+            f"({_CUDA_ARGS});")
+    wrapper = f'extern "C" __global__ void __launch_bounds__({32 * warps}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
+    return name, _CUDA_SRC + wrapper
+
+
+def _nvrtc_candidates() -> list:
+    """Where libnvrtc may be: NVFP4_GEMV_NVRTC, the pip wheels beside torch (nvidia/cu13/lib,
+    nvidia/cuda_nvrtc/lib, ...), torch's own lib folder, CUDA_HOME / CUDA_PATH, /usr/local/cuda,
+    then the loader's search path."""
+    paths = [os.environ.get("NVFP4_GEMV_NVRTC", "")]
+    roots = [p for p in sys.path if p and os.path.isdir(p)]
+    for root in roots:
+        for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib"):
+            paths += sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")), reverse=True)
+    paths += sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libnvrtc*.so*")))
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            paths += sorted(glob.glob(os.path.join(home, "lib64", "libnvrtc.so*")), reverse=True)
+    paths += ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    seen, out = set(), []
+    for p in paths:
+        if p and "builtins" not in os.path.basename(p) and p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+_NVRTC = []  # [lib] once found
+
+
+def _nvrtc():
+    if not _NVRTC:
+        tried = []
+        for path in _nvrtc_candidates():
+            try:
+                # its builtins library is opened by name at compile time: load it from the same
+                # folder first (a pip wheel's folder is not on the loader's search path)
+                for dep in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*"))):
+                    ctypes.CDLL(dep, mode=ctypes.RTLD_GLOBAL)
+                lib = ctypes.CDLL(path)
+                lib.nvrtcCompileProgram  # noqa: B018 - raises AttributeError if not NVRTC
+            except (OSError, AttributeError) as exc:
+                tried.append(f"{path}: {exc}")
+                continue
+            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+            lib.nvrtcGetErrorString.argtypes = [ctypes.c_int]
+            _NVRTC.append(lib)
+            break
+        else:
+            raise CudaBuildError("NVRTC (libnvrtc.so) not found; set NVFP4_GEMV_NVRTC to its path. Tried: "
+                                 + "; ".join(tried[-4:]))
+    return _NVRTC[0]
+
+
+def nvrtc_version() -> tuple:
+    lib = _nvrtc()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
+    """NVRTC: CUDA source -> cubin for ``arch`` (e.g. "sm_90a"); needs no GPU. Raises
+    CudaBuildError with the compiler's log."""
+    lib = _nvrtc()
+    prog = ctypes.c_void_p()
+
+    def ok(res, what):
+        if res != 0:
+            raise CudaBuildError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(res).decode()}")
+
+    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"nvfp4_gemv.cu", 0, None, None), "create")
+    try:
+        defines = {"HAS_E2M1_CVT": int(arch.startswith("sm_10") and arch.endswith("a")), **(defines or {})}
+        opts = [f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math"]
+        opts += [f"-D{k}={v}" for k, v in defines.items()]
+        copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+        res = lib.nvrtcCompileProgram(prog, len(opts), copts)
+        if res != 0:
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetProgramLog(prog, log)
+            raise CudaBuildError(f"NVRTC could not compile the cuda backend for {arch} "
+                                 f"({lib.nvrtcGetErrorString(res).decode()}):\n{log.value.decode(errors='replace')}")
+        size = ctypes.c_size_t()
+        ok(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "cubin size")
+        cubin = ctypes.create_string_buffer(size.value)
+        ok(lib.nvrtcGetCUBIN(prog, cubin), "cubin")
+        return cubin.raw
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+class _Driver:
+    """The few CUDA driver calls the backend needs (libcuda, through ctypes)."""
+
+    def __init__(self):
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            raise CudaBuildError(f"the CUDA driver (libcuda.so.1) could not be loaded: {exc}") from exc
+        self.lib = lib
+        vp = ctypes.c_void_p
+        lib.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
+        lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
+        lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
+        lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        # cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, queue, params, extra)
+        lib.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, ctypes.POINTER(vp), vp]
+        self.launch = lib.cuLaunchKernel
+
+    def error(self, res: int) -> str:
+        s = ctypes.c_char_p()
+        self.lib.cuGetErrorString(res, ctypes.byref(s))
+        return f"CUDA error {res}: {s.value.decode() if s.value else '?'}"
+
+    def function(self, cubin: bytes, name: str, device: torch.device):
+        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel."""
+        with torch.cuda.device(device):
+            torch.cuda.init()
+            cur = ctypes.c_void_p()
+            self.lib.cuCtxGetCurrent(ctypes.byref(cur))
+            if not cur.value:
+                torch.cuda.set_device(device)  # makes the primary context current here
+                self.lib.cuCtxGetCurrent(ctypes.byref(cur))
+            if not cur.value:
+                raise CudaBuildError(f"no current CUDA context for {device}")
+            mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+            res = self.lib.cuModuleLoadData(ctypes.byref(mod), cubin)
+            if res:
+                raise CudaBuildError(f"loading the cuda backend's cubin failed: {self.error(res)}")
+            res = self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
+            if res:
+                raise CudaBuildError(f"kernel {name} not found in the cubin: {self.error(res)}")
+            return fn
+
+
+_DRIVER = []
+
+
+def _driver() -> _Driver:
+    if not _DRIVER:
+        _DRIVER.append(_Driver())
+    return _DRIVER[0]
+
+
+class _CudaLaunch:
+    """One configured launch: the kernel, its grid, and ctypes storage for its parameters;
+    a call sets the five pointers and launches (no allocation, no synchronisation)."""
+
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple):
+        self.fn, self.grid, self.threads = fn, grid, threads
+        self.ptrs = [ctypes.c_void_p() for _ in range(5)]
+        self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
+        self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
+        self.launch = _driver().launch
+
+    def __call__(self, a, b, sfa, sfb, c) -> None:
+        p = self.ptrs
+        p[0].value, p[1].value, p[2].value = a.data_ptr(), b.data_ptr(), sfa.data_ptr()
+        p[3].value, p[4].value = sfb.data_ptr(), c.data_ptr()
+        res = self.launch(self.fn, self.grid[0], self.grid[1], 1, self.threads, 1, 1, 0, None, self.params, None)
+        if res:
+            raise RuntimeError(f"cuda backend launch failed: {_driver().error(res)}")
+
+
+_CUDA_FUNCS = {}  # (device, arch, kernel name) -> function
+_CUDA_LAUNCH = {}  # launch key -> _CudaLaunch
+
+
+def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, probe: bool = False):
+    arch = cuda_arch(torch.cuda.get_device_capability(device))
+    name, source = cuda_kernel(cfg, full, plain, probe)
+    key = (device, arch, name)
+    fn = _CUDA_FUNCS.get(key)
+    if fn is None:
+        cubin = cuda_compile(source, arch)
+        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device)
+    return fn
+
+
 # --------------------------------------------------------------------------- validation
 
 def _permuted_strides(rb: int, kb: int, l: int) -> tuple:
@@ -241,11 +735,15 @@ def _permuted_strides(rb: int, kb: int, l: int) -> tuple:
 
 
 def _check(data) -> tuple:
-    """Cheap per-call validation; returns (m, k, l). Raises ValueError/TypeError naming the
-    constraint that fails."""
-    if len(data) != 7:
-        raise ValueError(f"data must be (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), got {len(data)} items")
-    a, b, _, _, sfa_p, sfb_p, c = data
+    """Cheap per-call validation of what every backend needs; returns (m, k, l). Raises
+    TypeError/ValueError naming the constraint that fails. What a kernel additionally needs
+    of the memory layout is checked by ``_layout_problem``."""
+    if not isinstance(data, (tuple, list)) or len(data) != 7:
+        got = f"{len(data)} items" if isinstance(data, (tuple, list)) else type(data).__name__
+        raise TypeError(f"data must be the tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), got {got}")
+    if not all(isinstance(x, torch.Tensor) for x in data):
+        raise TypeError("data must hold 7 torch tensors (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)")
+    a, b, sfa, sfb, sfa_p, sfb_p, c = data
     if a.dtype != _FP4 and a.dtype != torch.uint8:
         raise TypeError(f"a must be float4_e2m1fn_x2 (or its uint8 bytes), got {a.dtype}")
     if b.dtype != a.dtype:
@@ -285,6 +783,40 @@ def _check(data) -> tuple:
     return m, k, l
 
 
+def _plain_scales(data, k: int, align: int) -> bool:
+    """Whether a kernel can read the plain sfa/sfb: on a's device, e4m3, [rows, K/16, L] with
+    unit stride along K/16, and pointer, row and batch strides multiples of ``align`` bytes.
+    Otherwise the kernels read the permuted copies (e.g. plain scales built on the CPU)."""
+    a, b, sfa, sfb = data[:4]
+    for sf, rows in ((sfa, a.shape[0]), (sfb, b.shape[0])):
+        if (sf.device != a.device or sf.dtype != _E4M3 or sf.dim() != 3
+                or tuple(sf.shape) != (rows, k // 16, a.shape[2]) or sf.stride(1) != 1
+                or (sf.data_ptr() | sf.stride(0) | sf.stride(2)) % align):
+            return False
+    return True
+
+
+# Bytes of alignment each kernel needs of a and b (pointer, row stride, batch stride): the
+# cuda kernel reads 16-byte vectors, the triton kernel 8-byte words (two at a time).
+_AB_ALIGN = {"cuda": 16, "triton": 8}
+
+
+def _layout_problem(name: str, data) -> str:
+    """'' when backend ``name`` can read this memory layout, else the constraint it breaks."""
+    need = _AB_ALIGN.get(name)
+    if need is None:
+        return ""
+    a, b = data[0], data[1]
+    for t, what in ((a, "a"), (b, "b")):
+        if t.data_ptr() % need:
+            return (f"the {name} backend needs {what}'s data pointer {need}-byte aligned "
+                    f"(it is {t.data_ptr() % need} bytes past)")
+        if t.stride(0) % need or t.stride(2) % need:
+            return (f"the {name} backend needs {what}'s row and batch strides to be multiples of {need} bytes; "
+                    f"got {t.stride(0)} and {t.stride(2)}")
+    return ""
+
+
 # --------------------------------------------------------------------------- torch backend
 
 _LUT = {}
@@ -302,7 +834,7 @@ def _plain_from_permuted(sf_p: torch.Tensor, rows: int, k: int) -> torch.Tensor:
     return sf_p.permute(2, 1, 0, 4, 3, 5).reshape(rows, k // 16, sf_p.shape[5])
 
 
-def _torch_backend(data, m: int, k: int, l: int) -> torch.Tensor:
+def _torch_backend(data, m: int, k: int, l: int, cfg=None) -> torch.Tensor:
     """Exact: each 16-element group's dot product is exact in fp32 (multiples of 1/4 below
     2^10), times the exact fp32 product of the two e4m3 scales; the groups sum in float64 and
     the result rounds once to fp16. Reads the permuted scales, so it stays on a's device."""
@@ -335,7 +867,7 @@ def _blocked(sf_p: torch.Tensor) -> torch.Tensor:
     return sf_p.permute(5, 2, 4, 0, 1, 3).reshape(sf_p.shape[5], -1)
 
 
-def _scaled_mm_backend(data, m: int, k: int, l: int) -> torch.Tensor:
+def _scaled_mm_backend(data, m: int, k: int, l: int, cfg=None) -> torch.Tensor:
     a, b, _, _, sfa_p, sfb_p, _ = data
     if a.dtype != _FP4:
         a, b = a.view(_FP4), b.view(_FP4)
@@ -370,36 +902,6 @@ def _scaled_mm_backend(data, m: int, k: int, l: int) -> torch.Tensor:
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-# (M, K, L) -> (BLOCK_M, BLOCK_G, num_warps, num_stages) for the benchmark shapes. Chosen by
-# benchmarks/bench_kernel.py --sweep on an H100 80GB HBM3 (2026-11-22, device time, L2 cold;
-# the sweeps and their history are in benchmarks/NOTES.md). A thread holds 4 groups (32
-# bytes) of each of its rows per step; rows per thread R = BLOCK_M * BLOCK_G / (128 * warps).
-_TRITON_CONFIGS = {
-    # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9;
-    # whole rows per program (1, 1024, 4) 33.7; the loads-only probe of this tile: 28.4-28.9.
-    (7168, 16384, 1): (8, 128, 2, 1),
-    # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
-    (4096, 7168, 8): (16, 64, 2, 1),
-    # 16.4-16.9 us (ceiling 15.1-15.3): next (16, 32, 1) 16.7-17.2, (8, 64, 2) 17.0-17.9.
-    (7168, 2048, 4): (16, 64, 2, 1),
-}
-# Any other shape: R = 4 with 2 warps, the winner on both K = 7168 and K = 2048; num_stages 1
-# (Triton's cp.async pipelining of the K loop lost 5-60% in every sweep: it adds shared
-# memory traffic and cuts occupancy, while the plain loads already overlap across warps).
-_TRITON_DEFAULT = (16, 64, 2, 1)
-
-
-def _triton_config(m: int, k: int, l: int) -> tuple:
-    cfg = _TRITON_CONFIGS.get((m, k, l))
-    if cfg is None:
-        block_m, block_g, warps, stages = _TRITON_DEFAULT
-        g = k // 16
-        while block_g > 4 and block_g >= 2 * g:  # no step much wider than a row
-            block_g //= 2
-        cfg = (block_m, block_g, warps, stages)
-    return cfg
-
-
 # Eviction policy for A and its scales (read once): "evict_first" vs none differed by under
 # 1% either way on the H100 (within run-to-run spread); kept as the intent for bigger L2s.
 # ".cg" loads were 1-2% slower (and cannot combine with an eviction policy).
@@ -408,6 +910,21 @@ _DECODES = {"tl": 0, "f16x2": 1, "dp4a": 2, "loads-only": 3}  # the last: a timi
 # The GPU's group dot: dp4a beat f16x2 by 1-5% (best configs: 29.3 vs 30.9, 49.7 vs 51.5, 16.6
 # vs 17.0 us) and tl (fp32 per nibble) by 2x.
 _TRITON_DECODE = "dp4a"
+# Plain vs permuted scales (both read where the plain ones are on a's device): see
+# benchmarks/NOTES.md, "plain or permuted scales".
+_TRITON_PLAIN = True
+
+
+def _triton_default(m: int, k: int, l: int) -> tuple:
+    """(BLOCK_M, BLOCK_G, num_warps, num_stages) for a shape no table names: R = 4 rows per
+    thread with 2 warps, the winner on both K = 7168 and K = 2048 on the H100; num_stages 1
+    (Triton's cp.async pipelining of the K loop lost 5-60% in every sweep: it adds shared
+    memory traffic and cuts occupancy, while the plain loads already overlap across warps)."""
+    block_m, block_g, warps, stages = 16, 64, 2, 1
+    g = k // 16
+    while block_g > 4 and block_g >= 2 * g:  # no step much wider than a row
+        block_g //= 2
+    return block_m, block_g, warps, stages
 
 
 # Launch cache. Triton's JIT launch re-derives every argument's specialisation on each call
@@ -432,27 +949,40 @@ def _direct_runner(compiled, grid, args, consts, c):
     return None
 
 
-def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Tensor:
-    a, b, _, _, sfa_p, sfb_p, c = data
-    cfg = _triton_config(m, k, l)
+def _triton_args(data, m: int, k: int, plain: bool) -> tuple:
+    a, b, sfa, sfb, sfa_p, sfb_p, c = data
     n_groups = k // 16
-    a8 = a.view(torch.uint8)
-    b8 = b.view(torch.uint8)
-    args = (a8, b8, sfa_p, sfb_p, c, n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
-            m * n_groups, b.shape[0] * n_groups, c.stride(0), c.stride(2))
-    aligned = (a8.data_ptr() | b8.data_ptr() | sfa_p.data_ptr() | sfb_p.data_ptr() | c.data_ptr()) & 15 == 0
-    key = (args[5:], m, l, aligned, cfg, decode, _TRITON_EVICT, a.device)
+    a8, b8 = a.view(torch.uint8), b.view(torch.uint8)
+    if plain:
+        sa, sb = sfa.view(torch.uint8), sfb.view(torch.uint8)
+        scale_strides = (sfa.stride(0), sfa.stride(2), sfb.stride(2))
+    else:
+        sa, sb = sfa_p.view(torch.uint8), sfb_p.view(torch.uint8)
+        scale_strides = (0, m * n_groups, b.shape[0] * n_groups)
+    return (a8, b8, sa, sb, c, n_groups, a.stride(0) // 8, a.stride(2) // 8, b.stride(2) // 8,
+            *scale_strides, c.stride(0), c.stride(2))
+
+
+def _triton_backend(data, m: int, k: int, l: int, cfg=None, decode: str = "") -> torch.Tensor:
+    c = data[6]
+    plain = _TRITON_PLAIN and _plain_scales(data, k, 1)
+    if cfg is None:
+        cfg = _config_for("triton", data, m, k, l)
+    args = _triton_args(data, m, k, plain)
+    aligned = (args[0].data_ptr() | args[1].data_ptr() | args[2].data_ptr() | args[3].data_ptr()
+               | c.data_ptr()) & 15 == 0
+    key = (args[5:], m, l, aligned, cfg, decode, plain, _TRITON_EVICT, c.device)
     run = _TRITON_LAUNCH.get(key)
     if run is not None:
         run(*args, *run.consts)
         return c
     block_m, block_g, warps, stages = cfg
     dec = _DECODES[decode or ("tl" if _INTERPRET else _TRITON_DECODE)]
-    consts = (block_m, block_g, stages, n_groups % block_g == 0, dec, _TRITON_EVICT)
+    consts = (block_m, block_g, stages, (k // 16) % block_g == 0, dec, _TRITON_EVICT, plain)
     grid = (m // block_m, l, 1)
     compiled = _nvfp4_gemv_kernel[grid](
         *args, BLOCK_M=block_m, BLOCK_G=block_g, STAGES=stages, EVEN_G=consts[3], DECODE=dec,
-        A_EVICT=_TRITON_EVICT, num_warps=warps, num_stages=stages)
+        A_EVICT=_TRITON_EVICT, PLAIN=plain, num_warps=warps, num_stages=stages)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
         run = _direct_runner(compiled, grid, args, consts, c)
@@ -460,6 +990,215 @@ def _triton_backend(data, m: int, k: int, l: int, decode: str = "") -> torch.Ten
             run.consts = consts
             _TRITON_LAUNCH[key] = run
     return c
+
+
+def triton_compile_variants() -> list:
+    """Every (constexprs, num_warps, num_stages, signature) the triton backend can launch on a
+    GPU, for compile-only checks (benchmarks/compile_table.py): the configs of every table and
+    candidate list and the default family, each decode the GPU runs, both scale layouts, and
+    both EVEN_G values where a K can give either."""
+    cfgs = set()
+    for table in _MEASURED.values():
+        cfgs.update(v for (name, *_), v in table.items() if name == "triton")
+    for m, k, l in _TUNED_SHAPES:
+        cfgs.update(_candidates("triton", m, k, l, 0))
+    for k in (64, 128, 256, 512, 1536, 2048, 4096, 7168, 16384):
+        cfgs.add(_triton_default(128, k, 1))
+    sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sfa_ptr": "*u8", "sfb_ptr": "*u8", "c_ptr": "*fp16",
+           "n_groups": "i32", "stride_am": "i32", "stride_al": "i32", "stride_bl": "i32", "sfa_rstride": "i32",
+           "sfa_bstride": "i32", "sfb_bstride": "i32", "stride_cm": "i32", "stride_cl": "i32"}
+    out = []
+    for block_m, block_g, warps, stages in sorted(cfgs):
+        for dec in ("tl", "f16x2", "dp4a"):
+            for plain in (True, False):
+                for even in (True, False):
+                    out.append({"constexprs": {"BLOCK_M": block_m, "BLOCK_G": block_g, "STAGES": stages, "EVEN_G": even,
+                                               "DECODE": _DECODES[dec], "A_EVICT": _TRITON_EVICT, "PLAIN": plain},
+                                "num_warps": warps, "num_stages": stages, "signature": dict(sig)})
+    return out
+
+
+# --------------------------------------------------------------------------- cuda backend
+
+def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
+    """(LPR, RPT, U, WARPS, DECODE) for a shape no table names: a whole warp on a row when
+    the row has 32 chunks or more (fewer lanes per row below that), up to 8 chunks in flight
+    per lane, 2 rows per lane when that still leaves the grid a few blocks per SM, 4 warps;
+    the f16x2 decode where the GPU converts e2m1 itself (compute capability 10.x)."""
+    chunks = k // 32
+    lpr = 32
+    while lpr > 2 and lpr > chunks:
+        lpr //= 2
+    u = max(1, min(8, chunks // lpr))
+    warps, rpt = 4, 2
+    while warps * (32 // lpr) * rpt > 128:
+        rpt, warps = (1, warps) if rpt > 1 else (rpt, warps // 2)
+    if (m // (warps * (32 // lpr) * rpt)) * l < 4 * 132 and rpt > 1:
+        rpt = 1
+    return lpr, rpt, u, warps, 1 if capability[0] >= 10 else 0
+
+
+def _cuda_rows(cfg: tuple) -> int:
+    lpr, rpt, _, warps, _ = cfg
+    return warps * (32 // lpr) * rpt
+
+
+def _cuda_backend(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> torch.Tensor:
+    a, b, sfa, sfb, sfa_p, sfb_p, c = data
+    plain = _plain_scales(data, k, 2)
+    if cfg is None:
+        cfg = _config_for("cuda", data, m, k, l)
+    chunks = k // 32
+    if plain:
+        ss = (sfa.stride(0), sfa.stride(2), sfb.stride(2))
+    else:
+        ss = (0, m * (k // 16), b.shape[0] * (k // 16))
+        sfa, sfb = sfa_p, sfb_p
+    scalars = (chunks, a.stride(0), a.stride(2), b.stride(2), *ss, c.stride(0), c.stride(2))
+    key = (a.device, m, l, scalars, cfg, plain, probe)
+    run = _CUDA_LAUNCH.get(key)
+    if run is None:
+        rows = _cuda_rows(cfg)
+        if m % rows or cfg[0] not in (2, 4, 8, 16, 32):
+            raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
+        full = chunks % (cfg[0] * cfg[2]) == 0
+        fn = _cuda_function(a.device, cfg, full, plain, probe)
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
+    if a.device.index != torch.cuda.current_device():
+        with torch.cuda.device(a.device):
+            run(a, b, sfa, sfb, c)
+    else:
+        run(a, b, sfa, sfb, c)
+    return c
+
+
+def cuda_compile_variants() -> list:
+    """Every (config, full, plain) the cuda backend can launch: the configs of every table and
+    candidate list, and the default family, each with both layouts of the scales."""
+    cfgs = set()
+    for table in _MEASURED.values():
+        cfgs.update(v for (name, *_), v in table.items() if name == "cuda")
+    for m, k, l in _TUNED_SHAPES:
+        for cap in ((9, 0), (10, 0)):
+            cfgs.update(_candidates("cuda", m, k, l, cap))
+    for k in (64, 128, 256, 512, 1536, 2048, 4096, 7168, 16384):
+        for cap in ((9, 0), (10, 0)):
+            cfgs.add(_cuda_default(128, k, 1, cap))
+            cfgs.add(_cuda_default(7168, k, 4, cap))
+    return [(cfg, full, plain) for cfg in sorted(cfgs) for full in (True, False) for plain in (True, False)]
+
+
+# --------------------------------------------------------------------------- configurations
+
+# Measured per GPU model (torch.cuda.get_device_name): the fastest config of each backend for
+# each benchmark shape, by benchmarks/bench_kernel.py --sweep (device time, L2 cold); the
+# numbers behind each entry are in benchmarks/RESULTS.md and benchmarks/NOTES.md.
+_MEASURED = {
+    "NVIDIA H100 80GB HBM3": {
+        # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
+        ("triton", 7168, 16384, 1): (8, 128, 2, 1),
+        # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
+        ("triton", 4096, 7168, 8): (16, 64, 2, 1),
+        # 16.4-16.9 us (ceiling 15.1-15.3): next (16, 32, 1) 16.7-17.2, (8, 64, 2) 17.0-17.9.
+        ("triton", 7168, 2048, 4): (16, 64, 2, 1),
+    },
+}
+# The shapes whose candidate lists are kept (the benchmark shapes); other shapes tune over
+# the default family below.
+_TUNED_SHAPES = ((7168, 16384, 1), (4096, 7168, 8), (7168, 2048, 4))
+# Shapes moving fewer bytes than this are not tuned (the default config; timing candidates
+# would cost more than it could save).
+_TUNE_MIN_BYTES = 16 << 20
+_CHOSEN = {}  # (device, backend, m, k, l) -> config picked in this process
+
+
+def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
+    """A short list of configs worth timing for a shape (first: the default)."""
+    if name == "triton":
+        cands = [_triton_default(m, k, l)]
+        # the tiles that survived the H100 sweeps (benchmarks/NOTES.md), per K
+        extra = {16384: [(8, 128, 2, 1), (2, 128, 1, 1), (16, 128, 4, 1)],
+                 7168: [(16, 32, 1, 1), (8, 64, 1, 1)], 2048: [(16, 32, 1, 1), (8, 64, 2, 1)]}.get(k, [])
+        return list(dict.fromkeys(cands + [c for c in extra if m % c[0] == 0]))
+    if name == "cuda":
+        cap = capability if isinstance(capability, tuple) else (9, 0)
+        base = _cuda_default(m, k, l, cap)
+        lpr, _, _, _, dec = base
+        chunks = k // 32
+        cands = [base]
+        for rpt, u, warps in ((1, 8, 4), (2, 4, 4), (1, 4, 4), (1, 8, 8), (2, 8, 4), (4, 2, 4)):
+            u = max(1, min(u, chunks // lpr))
+            cfg = (lpr, rpt, u, warps, dec)
+            if m % _cuda_rows(cfg) == 0 and _cuda_rows(cfg) <= 128:
+                cands.append(cfg)
+        if cap[0] >= 10:  # both decodes where both are native
+            cands += [c[:4] + (1 - dec,) for c in cands]
+        return list(dict.fromkeys(cands))[:6]
+    return [None]
+
+
+def _pinned_config(name: str):
+    """NVFP4_GEMV_CONFIG, e.g. "cuda=32,1,8,4,0;triton=8,128,2,1": a config per backend,
+    used for every shape (for benchmarking one config)."""
+    spec = os.environ.get(_ENV_CONFIG, "")
+    for part in spec.split(";"):
+        if part.strip().startswith(name + "="):
+            return tuple(int(x) for x in part.split("=", 1)[1].split(","))
+    return None
+
+
+def _gemv_bytes(m: int, k: int, l: int) -> int:
+    return m * k // 2 * l + m * k // 16 * l + 2 * m * l
+
+
+def _config_for(name: str, data, m: int, k: int, l: int):
+    """The config of backend ``name`` for this shape: pinned by NVFP4_GEMV_CONFIG, else the
+    one measured for this GPU model, else (large shapes on a GPU) the fastest of the
+    candidates timed now on these inputs, else the default; cached for the process."""
+    pinned = _pinned_config(name)
+    if pinned is not None:
+        return pinned
+    dev = data[0].device
+    key = (dev, name, m, k, l)
+    cfg = _CHOSEN.get(key)
+    if cfg is None:
+        cap = torch.cuda.get_device_capability(dev) if dev.type == "cuda" else (0, 0)
+        cands = _candidates(name, m, k, l, cap)
+        cfg = cands[0]
+        if dev.type == "cuda":
+            known = _MEASURED.get(torch.cuda.get_device_name(dev), {}).get((name, m, k, l))
+            if known is not None:
+                cfg = known
+            elif len(cands) > 1 and _gemv_bytes(m, k, l) >= _TUNE_MIN_BYTES:
+                cfg = _tune(name, data, m, k, l, cands)
+        _CHOSEN[key] = cfg
+    return cfg
+
+
+def _tune(name: str, data, m: int, k: int, l: int, cands: list, reps: int = 5):
+    """The fastest of ``cands`` on ``data`` (median of ``reps`` timed launches after one
+    untimed one that compiles); candidates that fail are skipped."""
+    run = _RUN[name]
+    times, first_error = {}, None
+    for cfg in cands:
+        try:
+            run(data, m, k, l, cfg)
+            times[cfg] = _median_ms(lambda c=cfg: run(data, m, k, l, c), reps)
+        except Exception as exc:  # noqa: BLE001 - a config that fails is not a candidate
+            first_error = first_error or exc
+    if not times:
+        raise first_error
+    return min(times, key=times.get)
+
+
+def _median_ms(fn, reps: int) -> float:
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    events[-1][1].synchronize()
+    return sorted(s.elapsed_time(e) for s, e in events)[reps // 2]
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -491,14 +1230,33 @@ def triton_supported(device) -> tuple:
     return False, f"the triton kernel needs a CUDA GPU (or TRITON_INTERPRET=1 on the CPU), got {device.type}"
 
 
+def cuda_supported(device) -> tuple:
+    """(ok, reason): a CUDA GPU of compute capability >= 8.9 (the e4m3 conversion the kernel
+    uses) and NVRTC; whether the kernel builds is known on first use."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False, f"the cuda kernel needs a CUDA GPU, got {device.type}"
+    cap = torch.cuda.get_device_capability(device)
+    if cap < (8, 9):
+        return False, f"the cuda kernel needs compute capability >= 8.9, this GPU is {cap[0]}.{cap[1]}"
+    if _BROKEN.get("cuda"):
+        return False, _BROKEN["cuda"]
+    try:
+        _nvrtc()
+    except CudaBuildError as exc:
+        return False, str(exc)
+    return True, ""
+
+
 def torch_supported(device) -> tuple:
     return True, ""
 
 
-_SUPPORT = {"scaled_mm": scaled_mm_supported, "triton": triton_supported, "torch": torch_supported}
-_RUN = {"scaled_mm": _scaled_mm_backend, "triton": _triton_backend, "torch": _torch_backend}
-_AUTO = {}  # device -> "torch" | "triton" | "fastest"
-_FASTEST = {}  # (device, m, k, l) -> backend, measured on first use (Blackwell)
+_SUPPORT = {"cuda": cuda_supported, "triton": triton_supported, "scaled_mm": scaled_mm_supported,
+            "torch": torch_supported}
+_RUN = {"cuda": _cuda_backend, "triton": _triton_backend, "scaled_mm": _scaled_mm_backend, "torch": _torch_backend}
+_BROKEN = {}  # backend -> why it failed to build here (auto skips it for the process)
+_FASTEST = {}  # (device, m, k, l, layout) -> backend measured fastest on first use
 
 
 def backend_support(device) -> dict:
@@ -506,61 +1264,73 @@ def backend_support(device) -> dict:
     return {name: fn(device) for name, fn in _SUPPORT.items()}
 
 
-def _auto_backend(device) -> str:
-    """auto: torch on the CPU; on CUDA the triton kernel, or, where FP4 _scaled_mm also runs
-    (compute capability 10.x), "fastest": the faster of the two per shape (see _fastest)."""
-    name = _AUTO.get(device)
-    if name is None:
-        name = "torch"
-        if device.type == "cuda" and triton_supported(device)[0]:
-            name = "fastest" if scaled_mm_supported(device)[0] else "triton"
-        _AUTO[device] = name
-    return name
-
-
 def select_backend(device) -> str:
-    """The backend ``custom_kernel`` uses on ``device`` under the current environment
-    ("fastest" = measured per shape on first use)."""
+    """The backend ``custom_kernel`` uses on ``device`` under the current environment:
+    a backend name, or "fastest" (auto on a GPU: measured per shape on first use)."""
     want = os.environ.get(_ENV, "auto").strip().lower() or "auto"
     if want not in _BACKENDS:
         raise ValueError(f"{_ENV}={want!r}: choose one of {', '.join(_BACKENDS)}")
+    device = torch.device(device)
     if want == "auto":
-        return _auto_backend(device)
+        return "fastest" if device.type == "cuda" else "torch"
     ok, why = _SUPPORT[want](device)
     if not ok:
         raise RuntimeError(f"{_ENV}={want} cannot run on {device}: {why}")
     return want
 
 
+def chosen_backend(data) -> str:
+    """The backend that ``custom_kernel(data)`` runs (after the first call with the shape)."""
+    name = select_backend(data[0].device)
+    if name == "fastest":
+        m, k, l = _check(data)
+        name = _FASTEST.get(_fastest_key(data, m, k, l), "fastest")
+    return name
+
+
 def _time_backend(name: str, data, m: int, k: int, l: int, reps: int = 5) -> float:
-    """Median device milliseconds of one backend on ``data`` (after one warm-up call)."""
+    """Median device milliseconds of one backend on ``data`` (after one call that builds,
+    tunes and warms it)."""
     run = _RUN[name]
     run(data, m, k, l)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run(data, m, k, l)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[reps // 2]
+    return _median_ms(lambda: run(data, m, k, l), reps)
+
+
+def _fastest_key(data, m, k, l) -> tuple:
+    a = data[0]
+    return a.device, m, k, l, a.stride(), data[2].device == a.device
 
 
 def _fastest(data, m: int, k: int, l: int) -> str:
-    """The faster of triton and scaled_mm for this shape, timed once on the first call with
-    the shape and cached for the process (a backend that raises is skipped)."""
-    key = (data[0].device, m, k, l)
+    """The fastest kernel backend for this shape on this GPU, timed once on the first call
+    with the shape and cached for the process. A backend that cannot run here, cannot read
+    this layout, or fails (a build error: one warning, then skipped for the process) is no
+    candidate; with none left, the torch backend."""
+    key = _fastest_key(data, m, k, l)
     name = _FASTEST.get(key)
     if name is None:
         times = {}
-        for cand in ("triton", "scaled_mm"):
+        for cand in _KERNEL_BACKENDS:
+            if not _SUPPORT[cand](data[0].device)[0] or _layout_problem(cand, data):
+                continue
             try:
                 times[cand] = _time_backend(cand, data, m, k, l)
-            except Exception:  # e.g. a cuBLAS without FP4 support: not a candidate
-                pass
+            except Exception as exc:  # noqa: BLE001 - skipped, said once
+                if cand not in _BROKEN:
+                    _BROKEN[cand] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    print(f"nvfp4_gemv: the {cand} backend failed here and is skipped: {_BROKEN[cand]}",
+                          file=sys.stderr)
         name = _FASTEST[key] = min(times, key=times.get) if times else "torch"
     return name
+
+
+def run_backend(name: str, data, cfg=None) -> torch.Tensor:
+    """Run one backend on ``data`` (validated), with ``cfg`` or its chosen config."""
+    m, k, l = _check(data)
+    problem = _layout_problem(name, data)
+    if problem:
+        raise ValueError(problem)
+    return _RUN[name](data, m, k, l, cfg)
 
 
 def custom_kernel(data: input_t) -> output_t:
@@ -568,4 +1338,8 @@ def custom_kernel(data: input_t) -> output_t:
     name = select_backend(data[0].device)
     if name == "fastest":
         name = _fastest(data, m, k, l)
+    else:
+        problem = _layout_problem(name, data)
+        if problem:
+            raise ValueError(problem)
     return _RUN[name](data, m, k, l)

@@ -1,15 +1,18 @@
 """Kernel benchmark for the nvfp4_gemv submission (a script, not a test; needs a CUDA GPU).
 
-For each benchmark shape of shapes.json:
-  1. correctness first: the timed backend against reference.ref_kernel (exact) on official
-     and full-range data, output poisoned with NaN; a mismatch aborts the shape.
-  2. device time of the kernel, L2 cold: 8 rotating input sets (bytes together well above
-     the L2), events around each call, median of >= 20 (default 40) calls;
+For each benchmark shape of shapes.json and each kernel backend (cuda, triton):
+  1. correctness first: the backend against reference.ref_kernel (exact) on official and
+     full-range data, output poisoned with NaN; a mismatch is reported instead of a time.
+  2. device time of the kernel with the config it picks, L2 cold: 8 rotating input sets
+     (bytes together well above the L2), events around each call, median of >= 20 (default
+     40) calls; the same with the plain scales moved to the CPU (the kernel then reads the
+     permuted scales), for the plain-vs-permuted comparison;
   3. the read ceiling: a plain read of the same number of bytes (a + sfa + b row 0 + sfb row
      0 + c), same protocol, in the same run (benchmarks/timing.py); ratio = ceiling / kernel;
-  4. harness time (the leaderboard protocol: sync, clear L2, event, custom_kernel(data),
-     event, sync) beside the bare-launch floor (same protocol, empty Triton kernel), and the
-     host cost per call of custom_kernel and of a bare Triton launch.
+  4. for custom_kernel (auto: the backend it races to): harness time (the leaderboard
+     protocol: sync, clear L2, event, custom_kernel(data), event, sync) beside the
+     bare-launch floor (same protocol, empty Triton kernel), and the host cost per call of
+     custom_kernel and of a bare Triton launch.
 
 Usage:
   python3 benchmarks/bench_kernel.py                       # table for the submission as is
@@ -24,6 +27,7 @@ import datetime
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,28 +43,6 @@ from utils import verbose_allclose  # noqa: E402
 
 SHAPES = json.loads((ROOT / "shapes.json").read_text())["benchmarks"]
 N_SETS = 8
-
-# Tile shapes (BLOCK_M, BLOCK_G, num_warps) kept after the broad sweeps of NOTES.md (BLOCK_G
-# 16..1024, 1..8 warps, 1..16 rows per thread, num_stages 1..4, register prefetch, K-step
-# rotation, register caps), per K.
-SWEEP_TILES = {
-    16384: [(8, 128, 2), (2, 128, 1), (16, 128, 4), (4, 512, 4)],
-    7168: [(16, 64, 2), (16, 32, 1), (8, 64, 1)],
-    2048: [(16, 64, 2), (16, 32, 1), (8, 64, 2)],
-}
-
-
-def sweep_configs(m: int, k: int) -> list[tuple]:
-    """Candidate (BLOCK_M, BLOCK_G, num_warps, num_stages, prefetch, rotate) for --sweep.
-    Triton lays a [BLOCK_M, BLOCK_G] tile out with 4 groups (32 bytes of a row) per thread,
-    BLOCK_G / 4 threads along K (at most 32, then warps along K), the rest of the warp and
-    the warps along M; each thread owns R = BLOCK_M * BLOCK_G / (128 * warps) rows (for
-    BLOCK_G <= 128). Sweeps on the H100 (NOTES.md): R >= 8 and 8 warps never won;
-    num_stages > 1 (cp.async pipelining through shared memory) lost by 5-60%; kept as a check."""
-    tiles = SWEEP_TILES.get(k) or [(16, 64, 2), (8, 128, 2), (16, 32, 1)]
-    return [(bm, bg, w, stages) for bm, bg, w in tiles if m % bm == 0 and bg <= max(128, 2 * k // 16)
-            for stages in (1, 3)]
-
 
 def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
@@ -84,10 +66,45 @@ def check(fn, cases) -> list[str]:
     return problems
 
 
-def triton_fn(m, k, l, cfg=None, decode=""):
-    if cfg is not None:
-        submission._TRITON_CONFIGS[(m, k, l)] = cfg
-    return lambda d: submission._triton_backend(d, m, k, l, decode)
+def backend_fn(name, cfg=None, probe=False):
+    """One backend with a fixed config (None: the config it picks itself)."""
+    if name == "cuda" and probe:
+        return lambda d: submission._cuda_backend(d, *submission._check(d), cfg, probe=True)
+    return lambda d: submission.run_backend(name, d, cfg)
+
+
+def with_cpu_scales(data):
+    """The same inputs with the plain scales moved to the CPU: the kernels then read the
+    permuted scales (how a kernel meets hand-built inputs)."""
+    return data[:2] + (data[2].cpu(), data[3].cpu()) + data[4:]
+
+
+def cuda_sweep_configs(m, k, l, cap) -> list:
+    """A grid around the cuda backend's candidates: lanes per row, rows per lane, chunks in
+    flight per lane, warps per block (blocks of at most 128 rows that divide M)."""
+    chunks = k // 32
+    dec = 1 if cap[0] >= 10 else 0
+    out = list(submission._candidates("cuda", m, k, l, cap))
+    for lpr in (32, 16, 8):
+        for rpt in (1, 2, 4):
+            for u in (2, 4, 8, 16):
+                for warps in (2, 4, 8):
+                    u_ = min(u, max(1, chunks // lpr))
+                    cfg = (lpr, rpt, u_, warps, dec)
+                    rows = submission._cuda_rows(cfg)
+                    if rows <= 128 and m % rows == 0 and lpr <= chunks and rpt * u_ <= 16:
+                        out.append(cfg)
+    return list(dict.fromkeys(out))
+
+
+def timed(fn, sets, cases, reps) -> tuple:
+    """(median device µs, problems) of fn: checked first, timed only if right."""
+    try:
+        bad = check(fn, cases)
+        us = timing.median(timing.device_times(fn, sets, reps)) if not bad else float("nan")
+    except Exception as e:  # a config that does not build or run is reported, not fatal
+        bad, us = [f"{type(e).__name__}: {str(e)[:300]}"], float("nan")
+    return us, bad
 
 
 def env_info() -> dict:
@@ -101,107 +118,108 @@ def env_info() -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", action="store_true", help="time the candidate configs too")
+    ap = argparse.ArgumentParser(description=__doc__.split("Usage:")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time every candidate config of each backend (cuda: a wider grid) and a loads-only probe")
+    ap.add_argument("--backends", default="cuda,triton", help="kernel backends to time, comma-separated")
     ap.add_argument("--shapes", default="", help="comma-separated indices into shapes.json benchmarks")
-    ap.add_argument("--reps", type=int, default=40)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--md", default="")
+    ap.add_argument("--reps", type=int, default=40, help="timed calls per median")
+    ap.add_argument("--json", default="", help="write every number to this JSON file")
+    ap.add_argument("--md", default="", help="write the table as markdown to this file")
     args = ap.parse_args()
     info = env_info()
     print(json.dumps(info))
+    cap = torch.cuda.get_device_capability(0)
     picks = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
     os.environ.pop("NVFP4_GEMV_BACKEND", None)
     floor = timing.median(timing.bare_launch_floor())
     bare_host = timing.bare_launch_host_cost()
+    dev = torch.device("cuda")
+    names = [n for n in args.backends.split(",") if n and submission.backend_support(dev)[n][0]]
     rows, sweeps = [], {}
-    saved_configs, saved_hints = dict(submission._TRITON_CONFIGS), submission._TRITON_EVICT
     for s in picks:
         m, k, l, seed = s["m"], s["k"], s["l"], s["seed"]
         shape = f"{m}x{k}x{l}"
         nbytes = timing.gemv_bytes(m, k, l)
         ceil = timing.read_ceiling(nbytes, N_SETS, args.reps)
         sets = [reference.generate_input(m, k, l, seed + i, device="cuda") for i in range(N_SETS)]
+        cpu_sets = [with_cpu_scales(d) for d in sets]
         cases = check_cases(m, k, l, seed)
+        cpu_cases = [(dist, with_cpu_scales(d), e) for dist, d, e in cases]
         print(f"== {shape}: {nbytes / 1e6:.2f} MB, read ceiling {ceil['us']:.2f} us "
               f"({nbytes / ceil['us'] / 1e3:.0f} GB/s) launch {ceil['shape']}", flush=True)
-        if args.sweep:
+        for name in names:
+            t0 = time.perf_counter()
+            try:
+                cfg = submission._config_for(name, sets[0], m, k, l)
+            except Exception as e:
+                print(f"   {shape} {name}: no config ({type(e).__name__}: {str(e)[:300]})", flush=True)
+                rows.append({"shape": shape, "backend": name, "wrong": [str(e)[:300]]})
+                continue
+            pick_s = time.perf_counter() - t0
             res = []
-            for cfg in sweep_configs(m, k):
-                for decode in ("dp4a",):
-                    fn = triton_fn(m, k, l, cfg, decode)
-                    try:
-                        bad = check(fn, cases)
-                        us = timing.median(timing.device_times(fn, sets, args.reps)) if not bad else float("nan")
-                    except Exception as e:  # a config that does not compile is reported, not fatal
-                        bad, us = [f"{type(e).__name__}: {str(e)[:200]}"], float("nan")
-                    res.append({"cfg": cfg, "decode": decode, "us": us, "ratio": ceil["us"] / us, "bad": bad})
-                    print(f"   sweep {shape} cfg={cfg} {decode}: {us:.2f} us ratio {ceil['us'] / us:.3f}"
+            if args.sweep:
+                grid = (cuda_sweep_configs(m, k, l, cap) if name == "cuda"
+                        else submission._candidates(name, m, k, l, cap))
+                for c in grid:
+                    us, bad = timed(backend_fn(name, c), sets, cases, args.reps)
+                    res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "bad": bad})
+                    print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}"
                           + (f" WRONG {bad}" if bad else ""), flush=True)
-            good = sorted((r for r in res if not r["bad"]), key=lambda r: r["us"])
-            if good:  # cache hints and the portable decode, on the best config
-                best = good[0]["cfg"]
-                for hints, decode in (("", "dp4a"), ("evict_first", "f16x2"), ("evict_first", "tl")):
-                    submission._TRITON_EVICT = hints
-                    fn = triton_fn(m, k, l, best, decode)
-                    try:
-                        bad = check(fn, cases)
-                        us = timing.median(timing.device_times(fn, sets, args.reps)) if not bad else float("nan")
-                    except Exception as e:
-                        bad, us = [f"{type(e).__name__}: {str(e)[:200]}"], float("nan")
-                    res.append({"cfg": best, "decode": decode, "hints": hints, "us": us,
-                                "ratio": ceil["us"] / us, "bad": bad})
-                    print(f"   sweep {shape} cfg={best} {decode} evict={hints!r}: {us:.2f} us "
-                          f"ratio {ceil['us'] / us:.3f}" + (f" WRONG {bad}" if bad else ""), flush=True)
-                submission._TRITON_EVICT = saved_hints
-                # probe: the best tile with its arithmetic removed (loads and a trivial use):
-                # how fast this access pattern alone runs
-                fn = triton_fn(m, k, l, best, "loads-only")
-                us = timing.median(timing.device_times(fn, sets, args.reps))
-                res.append({"cfg": best, "decode": "loads-only", "us": us, "ratio": ceil["us"] / us, "bad": ["probe"]})
-                print(f"   probe {shape} cfg={best} loads-only: {us:.2f} us ratio {ceil['us'] / us:.3f}", flush=True)
-            sweeps[shape] = res
-            submission._TRITON_CONFIGS.clear()
-            submission._TRITON_CONFIGS.update(saved_configs)
-        backend = submission.select_backend(torch.device("cuda"))
+                if name == "cuda":
+                    us = timing.median(timing.device_times(backend_fn(name, cfg, probe=True), sets, args.reps))
+                    res.append({"backend": name, "cfg": cfg, "us": us, "ratio": ceil["us"] / us, "bad": ["probe"]})
+                    print(f"   probe {shape} {name} {cfg} loads-only: {us:.2f} us ratio {ceil['us'] / us:.3f}",
+                          flush=True)
+            sweeps[f"{shape} {name}"] = res
+            us, bad = timed(backend_fn(name, cfg), sets, cases, args.reps)
+            us_perm, bad_perm = timed(backend_fn(name, cfg), cpu_sets, cpu_cases, args.reps)
+            row = {"shape": shape, "backend": name, "config": list(cfg), "pick_s": pick_s, "bytes": nbytes,
+                   "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": us,
+                   "ratio": ceil["us"] / us, "permuted_us": us_perm, "permuted_ratio": ceil["us"] / us_perm,
+                   "sol_b200_us": s.get("sol_us")}
+            if bad or bad_perm:
+                row["wrong"] = bad + bad_perm
+            rows.append(row)
+            print(f"   {shape} [{name} {cfg}] (picked in {pick_s:.2f} s): kernel {us:.2f} us "
+                  f"(permuted scales {us_perm:.2f}), ceiling {ceil['us']:.2f} us, ratio {row['ratio']:.3f}"
+                  + (f" WRONG {row['wrong']}" if "wrong" in row else ""), flush=True)
         bad = check(submission.custom_kernel, cases)
-        if bad:
-            print(f"   {shape}: custom_kernel ({backend}) WRONG: {bad}")
-            rows.append({"shape": shape, "backend": backend, "wrong": bad})
-            continue
-        run = {"triton": triton_fn(m, k, l)}.get(backend, submission.custom_kernel)
-        dev = timing.median(timing.device_times(run, sets, args.reps))
+        chosen = submission.chosen_backend(sets[0])
         harness = timing.median(timing.harness_times(submission.custom_kernel, sets[0]))
         host = timing.host_cost(submission.custom_kernel, sets[0])
-        row = {"shape": shape, "backend": backend, "config": list(submission._triton_config(m, k, l)),
-               "bytes": nbytes, "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": dev,
-               "ratio": ceil["us"] / dev, "harness_us": harness, "floor_us": floor, "host_us": host,
-               "bare_host_us": bare_host, "sol_b200_us": s.get("sol_us"),
-               "direct_launch": any(v is not None and key[1] == m and key[2] == l and key[0][0] == k // 16
-                                    for key, v in submission._TRITON_LAUNCH.items())}
+        row = {"shape": shape, "backend": f"auto -> {chosen}", "harness_us": harness, "floor_us": floor,
+               "host_us": host, "bare_host_us": bare_host, "ceiling_us": ceil["us"]}
+        if bad:
+            row["wrong"] = bad
         rows.append(row)
-        print(f"   {shape} [{backend} {row['config']}]: kernel {dev:.2f} us, ceiling {ceil['us']:.2f} us, "
-              f"ratio {row['ratio']:.3f}; harness {harness:.2f} us (floor {floor:.2f}); host/call {host:.1f} us "
-              f"(bare launch {bare_host:.1f}); direct launch path: {row['direct_launch']}", flush=True)
+        print(f"   {shape} custom_kernel (auto -> {chosen}): harness {harness:.2f} us (floor {floor:.2f}); "
+              f"host/call {host:.1f} us (bare Triton launch {bare_host:.1f})" + (f" WRONG {bad}" if bad else ""),
+              flush=True)
     print_table(info, rows)
     if args.json:
         Path(args.json).write_text(json.dumps({"info": info, "rows": rows, "sweeps": sweeps}, indent=1, default=str))
+        print(f"wrote {args.json}")
     if args.md:
         write_md(Path(args.md), info, rows, " ".join(["python3", "benchmarks/bench_kernel.py"] + sys.argv[1:]))
+        print(f"wrote {args.md}")
     return 0 if all("wrong" not in r for r in rows) else 1
 
 
 def table_lines(info, rows) -> list[str]:
     out = ["| shape (m x k x l) | backend, config | kernel µs | read ceiling µs | ceiling / kernel "
-           "| harness µs | bare-launch floor µs | host µs/call (bare launch) |",
+           "| kernel µs, permuted scales | harness µs (bare-launch floor) | host µs/call (bare Triton launch) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "wrong" in r:
-            out.append(f"| {r['shape']} | {r['backend']} | WRONG | | | | | |")
-            continue
-        out.append(f"| {r['shape']} | {r['backend']} {tuple(r['config'])} | {r['kernel_us']:.2f} | "
-                   f"{r['ceiling_us']:.2f} | {r['ratio']:.3f} | {r['harness_us']:.2f} | {r['floor_us']:.2f} | "
-                   f"{r['host_us']:.1f} ({r['bare_host_us']:.1f}) |")
+            out.append(f"| {r['shape']} | {r['backend']} | WRONG: {str(r['wrong'])[:80]} | | | | | |")
+        elif "harness_us" in r:
+            out.append(f"| {r['shape']} | custom_kernel, {r['backend']} | | {r['ceiling_us']:.2f} | | | "
+                       f"{r['harness_us']:.2f} ({r['floor_us']:.2f}) | {r['host_us']:.1f} ({r['bare_host_us']:.1f}) |")
+        else:
+            out.append(f"| {r['shape']} | {r['backend']} {tuple(r['config'])} | {r['kernel_us']:.2f} | "
+                       f"{r['ceiling_us']:.2f} | {r['ratio']:.3f} | {r['permuted_us']:.2f} | | |")
     return out
 
 

@@ -1,0 +1,282 @@
+"""The cuda backend of submission.py.
+
+CPU (CI): the dispatch logic with the build stubbed (a forced backend that cannot build
+raises with the compiler's message; auto skips it with one warning and uses the next), and,
+where NVRTC is installed (CI installs the pip wheel), a compile of every variant the backend
+can launch for sm_90a and sm_100a, with the Blackwell build's machine code checked for the
+e2m1 conversion it was written to use. GPU (requires_cuda): every official test shape and
+the benchmark shapes, odd L, full-range and gaussian data against the exact reference with
+c poisoned, both decodes, every candidate config, plain and permuted scales, bit-identical
+repeats, NaN scales, and bad input.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, requires_cuda
+from tolerances import KERNEL_ATOL, KERNEL_RTOL
+
+import reference
+import submission
+from utils import verbose_allclose
+
+
+def _gen(m, k, l, seed, dist="official", device="cuda"):
+    return reference.generate_input(m, k, l, seed, device=device, distribution=dist)
+
+
+def _expected(data):
+    return reference.ref_kernel(data[:6] + (data[6].clone(),))
+
+
+def _run(data, cfg=None):
+    """The cuda backend with c poisoned (NaN): unwritten elements fail the comparison."""
+    data[6].fill_(float("nan"))
+    out = submission.run_backend("cuda", data, cfg)
+    torch.cuda.synchronize()
+    return out
+
+
+def _assert_close(out, data):
+    assert out.data_ptr() == data[6].data_ptr(), "the cuda backend writes into c"
+    reasons = verbose_allclose(out, _expected(data), rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+    assert not reasons, "\n".join(reasons)
+
+
+def _cpu_scales(data):
+    """The same inputs with the plain scales on the CPU (the kernel then reads the permuted)."""
+    return data[:2] + (data[2].cpu(), data[3].cpu()) + data[4:]
+
+
+# --------------------------------------------------------------------------- CPU: dispatch
+
+def test_forced_cuda_backend_off_gpu_says_why(monkeypatch):
+    monkeypatch.setenv("NVFP4_GEMV_BACKEND", "cuda")
+    with pytest.raises(RuntimeError, match="NVFP4_GEMV_BACKEND=cuda cannot run on cpu: .*CUDA GPU"):
+        submission.select_backend(torch.device("cpu"))
+
+
+def test_forced_cuda_backend_that_cannot_build_raises_the_compiler_message(monkeypatch):
+    """A compile error reaches the caller with NVRTC's log (here: a stub compiler)."""
+    def broken(source, arch, defines=None):
+        raise submission.CudaBuildError("NVRTC could not compile the cuda backend for sm_90a:\nline 1: error: nope")
+
+    monkeypatch.setattr(submission, "cuda_compile", broken)
+    monkeypatch.setattr(submission, "_CUDA_FUNCS", {})
+    monkeypatch.setattr(submission, "_CUDA_LAUNCH", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    with pytest.raises(submission.CudaBuildError, match="error: nope"):
+        submission._cuda_function(torch.device("cuda", 0), (32, 1, 8, 4, 0), True, True)
+
+
+def test_auto_skips_a_backend_that_fails_to_build_with_one_warning(monkeypatch, capsys):
+    """The race times every supported kernel backend; one whose build raises is skipped, said
+    once on stderr, and not tried again for the process; the next one is used."""
+    calls = []
+
+    def fake_time(name, data, m, k, l, reps=5):
+        calls.append(name)
+        if name == "cuda":
+            raise submission.CudaBuildError("NVRTC could not compile: stub")
+        return 1.0
+
+    monkeypatch.setattr(submission, "_time_backend", fake_time)
+    monkeypatch.setattr(submission, "_FASTEST", {})
+    monkeypatch.setattr(submission, "_BROKEN", {})
+    monkeypatch.setitem(submission._SUPPORT, "cuda", lambda d: (not submission._BROKEN.get("cuda"), "broken"))
+    monkeypatch.setitem(submission._SUPPORT, "triton", lambda d: (True, ""))
+    monkeypatch.setitem(submission._SUPPORT, "scaled_mm", lambda d: (False, "not Blackwell"))
+    d1 = _gen(128, 256, 1, 1, device="cpu")
+    d2 = _gen(128, 512, 1, 1, device="cpu")
+    assert submission._fastest(d1, 128, 256, 1) == "triton"
+    assert submission._fastest(d2, 128, 512, 1) == "triton"
+    assert calls == ["cuda", "triton", "triton"]
+    err = capsys.readouterr().err
+    assert err.count("the cuda backend failed here and is skipped") == 1 and "stub" in err
+
+
+def test_fastest_is_measured_once_per_shape_and_cached(monkeypatch):
+    timed = []
+
+    def fake_time(name, data, m, k, l, reps=5):
+        timed.append((name, k))
+        return {"cuda": 1.0, "triton": 2.0, "scaled_mm": 0.5 if k == 256 else 3.0}[name]
+
+    monkeypatch.setattr(submission, "_time_backend", fake_time)
+    monkeypatch.setattr(submission, "_FASTEST", {})
+    for name in submission._KERNEL_BACKENDS:
+        monkeypatch.setitem(submission._SUPPORT, name, lambda d: (True, ""))
+    d1 = _gen(128, 256, 1, 1, device="cpu")
+    d2 = _gen(128, 512, 1, 1, device="cpu")
+    assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
+    assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
+    assert submission._fastest(d2, 128, 512, 1) == "cuda"
+    assert timed == [("cuda", 256), ("triton", 256), ("scaled_mm", 256), ("cuda", 512), ("triton", 512),
+                     ("scaled_mm", 512)]
+
+
+def test_auto_is_torch_on_cpu_and_a_race_on_cuda(monkeypatch):
+    monkeypatch.delenv("NVFP4_GEMV_BACKEND", raising=False)
+    assert submission.select_backend(torch.device("cpu")) == "torch"
+    assert submission.select_backend(torch.device("cuda", 0)) == "fastest"
+
+
+def test_pinned_config_and_candidates(monkeypatch):
+    monkeypatch.setenv("NVFP4_GEMV_CONFIG", "triton=8,128,2,1;cuda=32,1,8,4,0")
+    assert submission._pinned_config("cuda") == (32, 1, 8, 4, 0)
+    assert submission._pinned_config("triton") == (8, 128, 2, 1)
+    for m, k, l, _ in BENCHMARKS + OFFICIAL_TESTS:
+        for cap in ((9, 0), (10, 0)):
+            for cfg in submission._candidates("cuda", m, k, l, cap):
+                lpr, rpt, u, warps, dec = cfg
+                rows = submission._cuda_rows(cfg)
+                assert m % rows == 0 and rows <= 128 and lpr <= k // 32 and dec in (0, 1), cfg
+
+
+def test_cuda_source_never_holds_the_forbidden_word():
+    for cfg, full, plain in submission.cuda_compile_variants():
+        assert "stream" not in submission.cuda_kernel(cfg, full, plain)[1].lower()
+
+
+# --------------------------------------------------------------------------- CPU: compile gate
+
+def _nvrtc_or_skip():
+    try:
+        submission._nvrtc()
+    except submission.CudaBuildError as exc:
+        pytest.skip(f"NVRTC is not installed here ({str(exc)[:80]}); CI installs the nvidia-cuda-nvrtc wheel")
+
+
+def _cuobjdump():
+    if submission.triton is None:
+        return None
+    path = os.path.join(os.path.dirname(submission.triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    return path if os.path.exists(path) else shutil.which("cuobjdump")
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_every_cuda_variant_compiles(arch, tmp_path):
+    """Every config, layout and tail variant the backend can launch compiles for Hopper and
+    Blackwell (NVRTC needs no GPU). On sm_100a the f16x2 decode must use the hardware e2m1
+    conversion (SASS F2FP...E2M1), and the dp4a decode must not."""
+    _nvrtc_or_skip()
+    dump = _cuobjdump()
+    variants = submission.cuda_compile_variants()
+    assert len(variants) >= 16
+    checked = 0
+    for cfg, full, plain in variants:
+        name, source = submission.cuda_kernel(cfg, full, plain)
+        cubin = submission.cuda_compile(source, arch)
+        assert cubin[:4] == b"\x7fELF", f"{name}: not a cubin"
+        if dump and full and plain and checked < 4:  # the machine code of a few
+            path = tmp_path / f"{name}.cubin"
+            path.write_bytes(cubin)
+            sass = subprocess.run([dump, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
+            has_cvt = "E2M1" in sass
+            assert has_cvt == (arch == "sm_100a" and cfg[4] == 1), f"{name} on {arch}: E2M1 conversion {has_cvt}"
+            assert "IDP.4A" in sass or cfg[4] == 1
+            checked += 1
+
+
+# --------------------------------------------------------------------------- GPU
+
+gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+@requires_cuda
+@pytest.mark.parametrize("m, k, l, seed", OFFICIAL_TESTS + BENCHMARKS)
+@pytest.mark.parametrize("dist", ("official", "full-range"))
+def test_gpu_shapes(m, k, l, seed, dist):
+    data = _gen(m, k, l, seed, dist)
+    _assert_close(_run(data), data)
+
+
+@requires_cuda
+@pytest.mark.parametrize("m, k, l", [(128, 64, 3), (256, 1088, 5), (384, 2112, 3), (128, 192, 1)])
+@pytest.mark.parametrize("dist", ("full-range", "gaussian"))
+def test_gpu_odd_shapes(m, k, l, dist):
+    data = _gen(m, k, l, m + k + l, dist)
+    _assert_close(_run(data), data)
+
+
+@requires_cuda
+@pytest.mark.parametrize("m, k, l, seed", BENCHMARKS)
+def test_gpu_every_candidate_config_both_decodes(m, k, l, seed):
+    data = _gen(m, k, l, seed, "full-range")
+    expected = _expected(data)
+    for cap in ((9, 0), (10, 0)):
+        for cfg in submission._candidates("cuda", m, k, l, cap):
+            out = _run(data, cfg)
+            reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+            assert not reasons, f"{cfg}: " + "\n".join(reasons)
+
+
+@requires_cuda
+@pytest.mark.parametrize("m, k, l", [(512, 4096, 2), (7168, 2048, 4)])
+def test_gpu_plain_and_permuted_scales_agree_bit_for_bit(m, k, l):
+    data = _gen(m, k, l, 3, "full-range")
+    plain = _run(data).clone()
+    permuted = _run(_cpu_scales(data)).clone()
+    assert torch.equal(plain.view(torch.int16), permuted.view(torch.int16))
+    _assert_close(permuted, data)
+
+
+@requires_cuda
+def test_gpu_repeats_are_bit_identical():
+    data = _gen(4096, 7168, 8, 1, "gaussian")
+    first = _run(data).clone()
+    for _ in range(3):
+        assert torch.equal(_run(data).view(torch.int16), first.view(torch.int16))
+
+
+@requires_cuda
+def test_gpu_nan_scale_gives_nan():
+    """NaN in (e4m3 code 0x7F), NaN out: only the rows whose scales hold it."""
+    data = _gen(256, 512, 2, 5, "full-range")
+    data[2].view(torch.uint8)[7, 3, 1] = 0x7F
+    data[4].view(torch.uint8)[7 % 32, (7 % 128) // 32, 0, 3 % 4, 3 // 4, 1] = 0x7F
+    for d in (data, _cpu_scales(data)):
+        out = _run(d)
+        assert torch.isnan(out[7, 0, 1]) and torch.isnan(out).sum() == 1
+
+
+@requires_cuda
+def test_gpu_misaligned_layouts_are_refused_naming_the_constraint():
+    data = _gen(128, 256, 1, 1)
+    a = data[0].view(torch.uint8)
+    padded = torch.zeros(128, 136, 1, dtype=torch.uint8, device="cuda")  # rows of 136 bytes: not 16-aligned
+    padded[:, :128] = a
+    bad = (padded[:, :128].view(torch.float4_e2m1fn_x2),) + data[1:]
+    with pytest.raises(ValueError, match="a's row and batch strides to be multiples of 16"):
+        submission.run_backend("cuda", bad)
+    out = submission.run_backend("triton", bad)  # 136 is a multiple of 8: the triton kernel reads it
+    _assert_close(out, bad)
+
+
+@requires_cuda
+@pytest.mark.parametrize("bad, match", [
+    (lambda d: (d[0][:100],) + d[1:], "M % 128"),
+    (lambda d: d[:6] + (d[6].float(),), "c must be float16"),
+    (lambda d: d[:4] + (d[4].cpu(),) + d[5:], "share one device"),
+])
+def test_gpu_bad_input_same_errors_as_other_backends(bad, match, monkeypatch):
+    data = bad(_gen(128, 256, 1, 1))
+    for name in ("cuda", "triton", "torch"):
+        monkeypatch.setenv("NVFP4_GEMV_BACKEND", name)
+        with pytest.raises((ValueError, TypeError), match=match):
+            submission.custom_kernel(data)
+
+
+@requires_cuda
+def test_gpu_auto_picks_a_kernel_backend_and_is_right():
+    env = {k: v for k, v in os.environ.items() if k != "NVFP4_GEMV_BACKEND"}
+    code = ("import torch, reference, submission; d = reference.generate_input(7168, 2048, 4, 1111);"
+            "d[6].fill_(float('nan')); submission.custom_kernel(d);"
+            "print(submission.chosen_backend(d), submission._BROKEN)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=os.path.dirname(submission.__file__), check=True).stdout
+    assert out.split()[0] in ("cuda", "triton"), out
