@@ -286,25 +286,43 @@ typedef long long i64;
 
 struct __align__(16) Q { u32 w[4]; };
 
-// a and its scales are read once: L1::no_allocate keeps them from evicting b's lines.
-__device__ __forceinline__ Q ld_once(const unsigned char* p) {
+// Loads of a and its scales (read once), by flavour LOAD (chosen by measurement, see
+// _CUDA_LOAD): 0 ld.global.nc.L1::no_allocate, 1 plain ld.global, 2 ld.global.L1::evict_first,
+// 3 ld.global.cs (evict-first at every level), 4 ld.global.L1::no_allocate.L2::256B (a 256-byte
+// L2 prefetch).
+#define LD_FLAVOURS(T, R, PTXT, OUTS, ...)                                                   \
+  if (LOAD == 0) asm("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 1) asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
+  else if (LOAD == 2) asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 3) asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
+  else asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
+template <int LOAD>
+__device__ __forceinline__ Q ld_a(const unsigned char* p) {
   Q q;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
+  LD_FLAVOURS(Q, "4", "v4.u32", "{%0, %1, %2, %3}",
+              "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p))
   return q;
 }
-__device__ __forceinline__ Q ld_kept(const unsigned char* p) {
+template <int LOAD>
+__device__ __forceinline__ u32 ld_scales16(const unsigned char* p) {
+  u16 v;
+  LD_FLAVOURS(u16, "1", "u16", "%0", "=h"(v) : "l"(p))
+  return v;
+}
+template <int LOAD>
+__device__ __forceinline__ u32 ld_scales32(const unsigned char* p) {
+  u32 v;
+  LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p))
+  return v;
+}
+// b and its scales are small and read by every row: plain cached loads.
+__device__ __forceinline__ Q ld_b(const unsigned char* p) {
   Q q;
   asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
   return q;
 }
-__device__ __forceinline__ u32 ld_pair_once(const unsigned char* p) {
-  u16 v;
-  asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ u32 ld_pair_kept(const unsigned char* p) {
+__device__ __forceinline__ u32 ld_b_scales(const unsigned char* p) {
   u16 v;
   asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
@@ -418,7 +436,8 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
-template <int LPR, int RPT, int U, int WARPS, bool FULL, bool PLAIN, int DECODE, bool PROBE>
+template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, bool FOLD, bool FULL, bool PLAIN, int DECODE,
+          bool PROBE>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -427,6 +446,7 @@ __device__ __forceinline__ void gemv_body(
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
+  static_assert(U % V == 0, "U must be a multiple of V");
   typedef Decode<DECODE> D;
   const int lane = threadIdx.x & 31, t = lane % LPR;
   const int row0 = blockIdx.x * BROWS + (threadIdx.x >> 5) * RS * RPT + lane / LPR;
@@ -436,10 +456,10 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = row0 + RS * i;
-    ap[i] = a + bi * a_bs + r * a_rs + 16 * t;
+    ap[i] = a + bi * a_bs + r * a_rs;
     sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks);
   }
-  const unsigned char* bp = b + bi * b_bs + 16 * t;
+  const unsigned char* bp = b + bi * b_bs;
   const unsigned char* sbp = sfb + bi * sfb_bs;
   float acc[RPT];
 #pragma unroll
@@ -448,38 +468,45 @@ __device__ __forceinline__ void gemv_body(
   for (int c0 = 0; c0 < chunks; c0 += STEP) {
     Q av[RPT][U];
     u32 sa[RPT][U];
+    // chunk of (u, lane t): V adjacent chunks per lane, LPR lanes side by side
+#define CHUNK(u) (c0 + ((u) / V) * (LPR * V) + t * V + (u) % V)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int ch = c0 + u * LPR + t;
+      const int ch = CHUNK(u);
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         if (FULL || ch < chunks) {
-          av[i][u] = ld_once(ap[i] + 16 * (i64)(c0 + u * LPR));
-          sa[i][u] = ld_pair_once(sp[i] + scale_col<PLAIN>(ch));
+          av[i][u] = ld_a<LOAD>(ap[i] + 16 * (i64)ch);
+          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sp[i] + scale_col<PLAIN>(ch));
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sp[i] + scale_col<PLAIN>(ch));
+          else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
           av[i][u] = Q{{0u, 0u, 0u, 0u}};
           sa[i][u] = 0u;
         }
       }
     }
-    // All loads of the step are issued before the first use: ptxas would otherwise sink
-    // each load next to its use (fewer registers, but one load in flight per lane). The b
-    // loads below depend on every one of them through `fold & zero` (zero is a kernel
-    // argument, always 0; a 16-byte load completes as a whole, so its first word suffices).
-    u32 fold = 0u;
+    const unsigned char* bstep = bp;
+    if (FOLD) {
+      // All loads of the step are issued before the first use: ptxas would otherwise sink
+      // each load next to its use (fewer registers, but one load in flight per lane). The b
+      // loads below depend on every one of them through `fold & zero` (zero is a kernel
+      // argument, always 0; a 16-byte load completes as a whole, so one word suffices).
+      u32 fold = 0u;
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
-    const unsigned char* bstep = bp + (fold & zero);
+        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
+      bstep = bp + (fold & zero);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int ch = c0 + u * LPR + t;
+      const int ch = CHUNK(u);
       Q bq = Q{{0u, 0u, 0u, 0u}};
       u32 sbv = 0u;
       if (FULL || ch < chunks) {
-        bq = ld_kept(bstep + 16 * (i64)(c0 + u * LPR));
-        sbv = ld_pair_kept(sbp + scale_col<PLAIN>(ch));
+        bq = ld_b(bstep + 16 * (i64)ch);
+        sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
       }
       if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
 #pragma unroll
@@ -500,6 +527,7 @@ __device__ __forceinline__ void gemv_body(
         }
       }
     }
+#undef CHUNK
   }
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
@@ -524,6 +552,9 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
 _CUDA_DECODES = {"dp4a": 0, "f16x2": 1}
+# (V chunks per lane side by side, LOAD flavour, FOLD): how a lane reads a, fixed for every
+# config (chosen by measurement: benchmarks/NOTES.md, "cuda backend").
+_CUDA_SHAPE = (1, 0, True)
 
 
 class CudaBuildError(RuntimeError):
@@ -539,13 +570,15 @@ def cuda_arch(capability: tuple) -> str:
 
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
-    """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE)."""
-    lpr, rpt, u, warps, decode = cfg
+    """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
+    optionally followed by (V, LOAD, FOLD) (default: _CUDA_SHAPE)."""
+    lpr, rpt, u, warps, decode = cfg[:5]
+    v, load, fold = tuple(cfg[5:8]) or _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(fold)}_{flags}"
     t = "true", "false"
-    body = (f"gemv_body<{lpr}, {rpt}, {u}, {warps}, {t[not full]}, {t[not plain]}, {decode}, {t[not probe]}>"
-            f"({_CUDA_ARGS});")
+    body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {t[not fold]}, {t[not full]}, {t[not plain]}, "
+            f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
     wrapper = f'extern "C" __global__ void __launch_bounds__({32 * warps}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
 

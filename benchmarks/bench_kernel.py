@@ -123,6 +123,8 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true",
                     help="also time every candidate config of each backend (cuda: a wider grid) and a loads-only probe")
     ap.add_argument("--backends", default="cuda,triton", help="kernel backends to time, comma-separated")
+    ap.add_argument("--grid", default="", help="JSON file: {shape 'MxKxL': [cuda config, ...]} replacing the cuda "
+                    "sweep grid (configs may carry V, LOAD, FOLD after the five fields)")
     ap.add_argument("--shapes", default="", help="comma-separated indices into shapes.json benchmarks")
     ap.add_argument("--reps", type=int, default=40, help="timed calls per median")
     ap.add_argument("--json", default="", help="write every number to this JSON file")
@@ -162,6 +164,8 @@ def main() -> int:
             if args.sweep:
                 grid = (cuda_sweep_configs(m, k, l, cap) if name == "cuda"
                         else submission._candidates(name, m, k, l, cap))
+                if name == "cuda" and args.grid:
+                    grid = [tuple(c) for c in json.loads(Path(args.grid).read_text()).get(shape, grid)]
                 for c in grid:
                     us, bad = timed(backend_fn(name, c), sets, cases, args.reps)
                     res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "bad": bad})
