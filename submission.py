@@ -1072,7 +1072,7 @@ def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
 
 
 def _cuda_rows(cfg: tuple) -> int:
-    lpr, rpt, _, warps, _ = cfg
+    lpr, rpt, _, warps = cfg[:4]
     return warps * (32 // lpr) * rpt
 
 
