@@ -45,7 +45,8 @@ Where this file knowingly differs from the server's:
 * leaderboard mode exits 112 when a case failed (the stored server revisions exit 0 there,
   after logging ``check: fail``).
 * ``NVFP4_EVAL_DISTRIBUTION`` (default ``official``) picks the input values
-  (``reference.DISTRIBUTIONS``); the server always uses the official ones.
+  (``quant.DISTRIBUTIONS``, applied by ``quant.fill``); the server always uses the official
+  ones. The others need the kit's quant.py (and nvfp4.py) importable beside this file.
 * ``NVFP4_EVAL_LOG_MEDIAN=1`` adds ``benchmark.{i}.median`` lines (for modal_app.py's table);
   off by default, so the key set is the server's.
 * Without CUDA (never the case on the server; useful for tests) the timed loops use the host
@@ -86,6 +87,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SHAPES_JSON = HERE / "shapes.json"
+
+# The server copies its own eval.py, task.py, utils.py and reference.py beside the submission.
+# A layout built from the kit's files (tests, modal_app.py) copies KIT_SUPPORT_FILES too: the
+# kit's reference.py imports nvfp4.py, and distributions other than "official" need quant.py.
+SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")
+KIT_SUPPORT_FILES = ("nvfp4.py", "quant.py")
 
 EXIT_OK, EXIT_USAGE, EXIT_NO_FD, EXIT_FAIL, EXIT_BAD_TESTS = 0, 2, 111, 112, 113
 MODES = ("test", "benchmark", "leaderboard", "profile")
@@ -251,10 +258,16 @@ def _describe(exc: BaseException, doing: str) -> str:
 
 
 def _generate(args: dict):
+    """The case's inputs: ``reference.generate_input`` exactly as the server calls it (so this
+    file also runs beside the server's reference.py), then, for a distribution other than
+    "official", ``quant.fill`` on the result."""
     from reference import generate_input
+    data = generate_input(**args)
     dist = _worker_config["distribution"]
-    # The keyword only when needed: this file also runs beside the server's reference.py.
-    return generate_input(**args) if dist == "official" else generate_input(**args, distribution=dist)
+    if dist == "official":
+        return data
+    import quant
+    return quant.fill(data, dist)
 
 
 def _clone(data):
@@ -565,7 +578,15 @@ def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median:
 
 
 def _distribution_from(name: str) -> str:
-    from reference import DISTRIBUTIONS
+    """``name`` if it is a key of ``quant.DISTRIBUTIONS``, else ValueError naming the choices.
+    "official" needs no quant.py (the server's layout has none)."""
+    if name == "official":
+        return name
+    try:
+        from quant import DISTRIBUTIONS
+    except ImportError as exc:
+        raise ValueError(f"distribution {name!r} needs the kit's quant.py (and nvfp4.py) beside eval.py: {exc}") \
+            from exc
     if name not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {name!r}; choose from {', '.join(DISTRIBUTIONS)}")
     return name
@@ -823,7 +844,8 @@ def human_main(argv: list[str]) -> int:
     p.add_argument("--shapes", default="official",
                    help="official (tests for test mode, benchmarks for the timed modes), benchmarks, "
                         "or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111'")
-    p.add_argument("--distribution", default="official", help="input values: a key of reference.DISTRIBUTIONS")
+    p.add_argument("--distribution", default="official",
+                   help="input values: a key of quant.DISTRIBUTIONS (default: %(default)s)")
     p.add_argument("--backend", choices=("auto", "scaled_mm", "triton", "torch"),
                    help=f"sets {ENV_BACKEND} for the submission")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")

@@ -70,6 +70,8 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 import eval as ev  # noqa: E402  geomean, _fmt, load_shapes
+import nvfp4  # noqa: E402
+import quant  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
@@ -158,7 +160,7 @@ def pair_lut(device) -> torch.Tensor:
     device = torch.device(device)
     lut = _PAIR_LUT.get(device)
     if lut is None:
-        v = torch.tensor(reference.E2M1_VALUES, dtype=torch.float16)
+        v = torch.tensor(nvfp4.E2M1_VALUES, dtype=torch.float16)
         codes = torch.arange(256)
         lut = _PAIR_LUT[device] = torch.stack((v[codes & 15], v[codes >> 4]), dim=1).to(device)
     return lut
@@ -750,8 +752,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sets", type=int, default=DEFAULT_SETS,
                    help="minimum rotating input sets per shape; more for small shapes, so that they "
                         f"exceed 3x the L2 (at most {MAX_SETS}; default %(default)s)")
-    p.add_argument("--distribution", default="official", choices=sorted(reference.DISTRIBUTIONS),
-                   help="input values passed to generate_input (default %(default)s)")
+    p.add_argument("--distribution", default="official", choices=list(quant.DISTRIBUTIONS),
+                   help="input values: quant.fill on generate_input's (default %(default)s)")
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="output folder (default benchmarks/results)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = p.parse_args(argv)
@@ -801,8 +803,8 @@ def main(argv: list[str] | None = None) -> int:
             n_sets = n_sets_for(nbytes, l2, args.sets)
             log(f"== {shape_name(m, k, l)}: {nbytes / 1e6:.2f} MB per call, {n_sets} input sets")
             try:
-                sets = [reference.generate_input(m, k, l, s.get("seed", 1111) + i, device="cuda",
-                                                 distribution=args.distribution) for i in range(n_sets)]
+                sets = [quant.fill(reference.generate_input(m, k, l, s.get("seed", 1111) + i, device="cuda"),
+                                   args.distribution) for i in range(n_sets)]
                 torch.cuda.synchronize()
             except Exception as exc:  # e.g. out of memory: every strategy of this shape fails
                 why = one_line(f"generate_input: {type(exc).__name__}: {exc}")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from conftest import HAS_CUDA, ROOT, requires_cuda
+from conftest import HAS_CUDA, ROOT, make_input, requires_cuda
 
 import reference
 import submission
@@ -132,7 +132,7 @@ def test_gate_sets_the_backend_env_only_inside(small, monkeypatch):
 
 @pytest.mark.parametrize("dist", ("official", "full-range", "gaussian"))
 def test_dequantising_strategies_pass_the_gate_on_cpu(dist):
-    data = reference.generate_input(256, 512, 2, 9, device="cpu", distribution=dist)
+    data = make_input(256, 512, 2, 9, "cpu", dist)
     expected = compare.expected_output(data)
     byk = {s.key: s for s in compare.STRATEGIES}
     for key in ("dequant_mm", "fp16_gemv"):
@@ -142,7 +142,7 @@ def test_dequantising_strategies_pass_the_gate_on_cpu(dist):
 
 
 def test_dequant_fp16_is_exact():
-    data = reference.generate_input(128, 128, 2, 3, device="cpu", distribution="full-range")
+    data = make_input(128, 128, 2, 3, "cpu", "full-range")
     a16, b16 = compare.dequant_operands(data)
     assert a16.shape == (2, 128, 128) and b16.shape == (2, 128, 1) and a16.dtype == torch.float16
     a, b, sfa, sfb = data[:4]

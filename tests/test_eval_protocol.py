@@ -1,5 +1,6 @@
 """eval.py end to end, as the server runs it: a tmp dir holding copies of eval.py, task.py,
-utils.py, reference.py and a submission renamed submission.py; ``python eval.py MODE FILE``
+utils.py, reference.py (with nvfp4.py and quant.py, which the kit's reference and
+distributions import) and a submission renamed submission.py; ``python eval.py MODE FILE``
 with POPCORN_FD the write end of a real ``os.pipe()``; the lines read back and asserted.
 
 Each subprocess imports torch twice (harness + spawn worker), so the runs are few, on tiny
@@ -24,7 +25,7 @@ from conftest import HAS_CUDA, ROOT, requires_cuda
 import eval as ev
 
 FIXTURES = ROOT / "tests" / "fixtures"
-SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")  # what the server copies
+LAYOUT_FILES = (*ev.SERVER_FILES, *ev.KIT_SUPPORT_FILES)  # the server's four, and what the kit's modules import
 REAL = ROOT / "submission.py"
 TINY = "tiny.txt"  # two cases: l = 1 and l = 2
 TINY_ONE = "tiny_one.txt"  # one case
@@ -36,7 +37,7 @@ RUN_TIMEOUT_S = 600
 def server_layout(dest: Path, submission: Path) -> Path:
     """The server's file layout around ``submission`` (plus the tiny test files)."""
     dest.mkdir(parents=True)
-    for name in SERVER_FILES:
+    for name in LAYOUT_FILES:
         shutil.copy(ROOT / name, dest / name)
     shutil.copy(submission, dest / "submission.py")
     for name in (TINY, TINY_ONE):
