@@ -218,8 +218,8 @@ def fill_full_range(data) -> None:
     scales spanning the e4m3 codes. ``sfa`` draws from every non-negative finite code (0,
     subnormals, normals up to 448); ``sfb`` from codes 0..0x20 (0 to 0.125), which keeps the
     K = 16384 sums ~10 sigma under the fp16 maximum. The scale codes are drawn on the CPU
-    generator whatever the device, then written to the plain and the permuted scales where
-    each lives."""
+    generator whatever the device (so a seed gives the same values as before the plain scales
+    moved to a's device), then written to the plain and the permuted scales where each lives."""
     a, b, sfa, sfb, sfa_p, sfb_p, _ = data
     for t in (a, b):
         t.view(torch.uint8).copy_(torch.randint(0, 256, t.shape, dtype=torch.uint8, device=t.device))

@@ -4,7 +4,7 @@ Mirrors the roles of the server's ``reference.py`` (``generate_input``, ``ref_ke
 ``check_implementation``) and adds what a kit needs off Blackwell:
 
 * ``generate_input`` makes the official inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``
-  with the server's RNG calls in the server's order.
+  with the server's RNG calls in the server's order, all seven on one device.
 * ``ref_kernel`` is exact on any device (CPU, H100/H200): it decodes e2m1/e4m3 by table,
   forms every product exactly and sums in float64, then rounds once to fp16.
 * ``ref_kernel_scaled_mm`` is the competition's own formulation (``torch._scaled_mm`` per
@@ -70,11 +70,11 @@ def _scale_tensors(l: int, mn: int, sf_k: int, device: torch.device):
 
 
 def generate_input(m: int, k: int, l: int, seed: int, device: str | torch.device | None = None):
-    """The official inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``.
+    """The official inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``, all on ``device``.
 
     Same RNG calls in the same order as the server's generator, so the same seed gives the
-    same tensors on the same device. ``device`` defaults to CUDA when available. As on the
-    server, the plain scales ``sfa``/``sfb`` are returned on the CPU. For other values (full-range,
+    same tensors on the same device; as on the server, the plain scales ``sfa``/``sfb`` live
+    where ``a`` lives. ``device`` defaults to CUDA when available. For other values (full-range,
     gaussian, outliers) pass the result to ``quant.fill``.
     """
     if m % 128 or k % 64 or l < 1:
@@ -88,7 +88,7 @@ def generate_input(m: int, k: int, l: int, seed: int, device: str | torch.device
     sfa, sfa_permuted = _scale_tensors(l, m, sf_k, device)
     sfb, sfb_permuted = _scale_tensors(l, N_PADDED, sf_k, device)
     return (a.view(torch.float4_e2m1fn_x2), b.view(torch.float4_e2m1fn_x2),
-            sfa.cpu(), sfb.cpu(), sfa_permuted, sfb_permuted, c)
+            sfa, sfb, sfa_permuted, sfb_permuted, c)
 
 
 # --------------------------------------------------------------------------- exact reference
@@ -119,11 +119,12 @@ def ref_kernel(data: input_t) -> output_t:
 
 
 def ref_kernel_scaled_mm(data: input_t) -> output_t:
-    """The competition's reference: FP4 ``torch._scaled_mm`` per batch (compute capability 10.x)."""
+    """The competition's reference: FP4 ``torch._scaled_mm`` per batch (compute capability 10.x),
+    on the inputs as ``generate_input`` makes them (plain scales on a's device)."""
     a, b, sfa, sfb, _, _, c = data
     for li in range(c.shape[2]):
-        scale_a = to_blocked(sfa[:, :, li]).to(a.device)
-        scale_b = to_blocked(sfb[:, :, li]).to(a.device)
+        scale_a = to_blocked(sfa[:, :, li])
+        scale_b = to_blocked(sfb[:, :, li])
         res = torch._scaled_mm(a[:, :, li], b[:, :, li].transpose(0, 1), scale_a, scale_b,
                                bias=None, out_dtype=torch.float16)
         c[:, 0, li] = res[:, 0]

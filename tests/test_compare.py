@@ -161,13 +161,12 @@ class FakeTimer:
     def __init__(self):
         self.timed = []
 
-    def measure(self, fn, states, blocks_host=""):
+    def measure(self, fn, states):
         self.timed.append(fn)
         t0 = time.perf_counter()
         fn(states[0])
         us = (time.perf_counter() - t0) * 1e6
-        return {"device_us": None if blocks_host else us, "harness_us": 2 * us, "device_runs": 1,
-                "harness_runs": 1, "note": blocks_host}
+        return {"device_us": us, "harness_us": 2 * us, "device_runs": 1, "harness_runs": 1, "note": ""}
 
     def ceiling(self, nbytes, n_sets):
         return {"device_us": 1.0, "harness_us": 2.0, "device_runs": 1, "harness_runs": 1, "note": ""}
@@ -185,8 +184,7 @@ def test_measure_shape_checks_before_timing_and_goes_on_after_failures():
     def boom(d):
         raise ValueError("no")
 
-    fakes = [_fake("triton", _torch_backend), _fake("bad", wrong), _fake("raises", boom),
-             _fake("blocking", _torch_backend, blocks_host="it syncs")]
+    fakes = [_fake("triton", _torch_backend), _fake("bad", wrong), _fake("raises", boom)]
     entries += [{"key": f.key, "label": f.label, "what": f.what, "strategy": f, "available": True, "reason": ""}
                 for f in fakes]
     timer = FakeTimer()
@@ -197,8 +195,6 @@ def test_measure_shape_checks_before_timing_and_goes_on_after_failures():
     assert rows["scaled_mm"].status == "n/a" and "n/a on sm_90" in rows["scaled_mm"].reason
     for key in ("ceiling", "dequant_mm", "triton"):
         assert rows[key].status == "ok" and rows[key].device_us > 0, key
-    assert rows["blocking"].status == "ok" and rows["blocking"].device_us is None
-    assert rows["blocking"].note and rows["blocking"].harness_us > 0
     assert rows["ceiling"].ceiling_over_device == 1.0
     assert rows["dequant_mm"].ceiling_over_device == pytest.approx(1.0 / rows["dequant_mm"].device_us)
     assert rows["triton"].triton_over_device == 1.0
@@ -233,9 +229,6 @@ def test_cuda_timer_retries_a_blocked_queue_then_reports_host_bound(monkeypatch)
     res = timer.measure(lambda s: None, [0])
     assert res["device_us"] is None and res["device_runs"] == 0 and "blocks the host" in res["note"]
     assert res["harness_us"] == 5.0
-
-    res = timer.measure(lambda s: None, [0], blocks_host="it syncs")
-    assert res["device_us"] is None and res["note"] == "no device time: it syncs"
 
     def other_error(fn, sets, reps, warmup):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

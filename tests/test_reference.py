@@ -232,7 +232,7 @@ def test_generate_input_layout(m, k, l):
     assert (b.shape, b.dtype, b.stride()) == ((128, k // 2, l), fp4, (k // 2, 1, 128 * k // 2))
     assert (sfa.shape, sfa.dtype, sfa.stride()) == ((m, k // 16, l), e4m3, (k // 16, 1, m * k // 16))
     assert (sfb.shape, sfb.dtype) == ((128, k // 16, l), e4m3)
-    assert sfa.device.type == sfb.device.type == "cpu"  # as the server hands them over
+    assert all(t.device == a.device for t in (b, sfa, sfb, sfa_p, sfb_p, c))  # as the server hands them over
     assert sfa_p.shape == (32, 4, m // 128, 4, k // 64, l) and sfa_p.dtype == e4m3
     assert sfb_p.shape == (32, 4, 1, 4, k // 64, l)
     # the blocked tensor's memory is a contiguous (l, m/128, k/64, 32, 4, 4) array
@@ -268,6 +268,14 @@ def test_generate_input_deterministic_per_seed():
 def test_generate_input_rejects_bad_shapes(bad):
     with pytest.raises(ValueError, match="m % 128"):
         R.generate_input(**bad, seed=1, device="cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta", pytest.param("cuda", marks=requires_cuda)])
+def test_generate_input_puts_every_tensor_where_a_lives(device):
+    """The plain scales too: the server returns sfa/sfb on the GPU beside a (README, "The server
+    revision this kit mirrors"). "meta" stands in for a second device on a CPU-only machine."""
+    data = R.generate_input(256, 512, 2, seed=3, device=device)
+    assert [t.device.type for t in data] == [device] * 7
 
 
 def test_generate_input_takes_the_servers_arguments_only():
@@ -379,7 +387,7 @@ def test_set_seed_is_deterministic():
 @pytest.mark.parametrize("dist", DISTS)
 def test_ref_kernel_on_gpu_matches_brute_force(dist):
     data = make_input(384, 7168, 3, seed=4, dist=dist)
-    assert data[0].is_cuda and not data[2].is_cuda
+    assert all(t.is_cuda for t in data)
     exact = brute_force_gemv(data)
     assert_correctly_rounded(R.ref_kernel(data)[:, 0, :], exact)
 
@@ -394,3 +402,26 @@ def test_ref_kernel_on_benchmark_shapes_gpu(spec):
     assert torch.isfinite(gpu.float()).all()
     ok, msg = utils.match_reference(None, gpu, reference=lambda _: cpu, rtol=RTOL, atol=ATOL)
     assert ok, msg
+
+
+@requires_cuda
+def test_official_loop_does_not_block_the_host(monkeypatch):
+    """With every input on the GPU, ref_kernel_scaled_mm has no copy or sync of its own that
+    blocks the host (why benchmarks.compare times it like any other strategy). FP4 _scaled_mm
+    needs compute capability 10.x, so it is stubbed: only the loop around it is under test. The
+    control: what the loop did when the plain scales were on the CPU (to_blocked, then a copy to
+    the GPU) must trip the same detector."""
+    def stub(a, b, scale_a, scale_b, bias=None, out_dtype=torch.float16):
+        return torch.zeros(a.shape[0], b.shape[1], dtype=out_dtype, device=a.device)
+
+    monkeypatch.setattr(torch, "_scaled_mm", stub)
+    data = R.generate_input(256, 512, 2, seed=1, device="cuda")
+    cpu_scales = data[2].cpu()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        R.ref_kernel_scaled_mm(data)
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            R.to_blocked(cpu_scales[:, :, 0]).to("cuda")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
