@@ -5,29 +5,22 @@ PROTOCOL MODE (what the server runs, with ``submission.py`` beside this file and
 
     POPCORN_FD=<fd> python eval.py test|benchmark|leaderboard|profile TESTFILE
 
-It mirrors the GPU MODE NVIDIA ``eval.py`` used for this problem in its revision after
-2026-01-13 (written anew for this kit; the facts come from the issue that specifies it and
-from reading the public gpu-mode/reference-kernels ``problems/nvidia/eval.py``):
+It mirrors the GPU MODE NVIDIA ``eval.py`` (written anew for this kit). The server revision and
+every fact taken from it -- exit codes, seeds, the loops' repeat and time limits, the L2 clear,
+the inputs -- are recorded once, in README.md, section "The server revision this kit mirrors";
+the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them. In short:
 
-* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it
-  is unset, 2 with fewer than two arguments or an unknown mode, 113 for an unreadable test
-  file or a line that does not parse). Exit 0 when everything passed, 112 when not.
-* ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
-  ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
-* Every case runs in one long-lived ``spawn`` worker process; the submission receives
-  clones of the inputs.
+* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD``; ``POPCORN_SEED``
+  (removed from the environment once read) mixes into every case seed (``combine_seeds``).
+* Every case runs in one long-lived ``spawn`` worker process on clones of its inputs.
 * test: ``test-count``, then per case ``test.{i}.spec``, ``test.{i}.status`` pass|fail and
   ``test.{i}.error``; then ``check``.
-* benchmark: a warm-up of the first case (200 repeats, 1e8 ns budget), then per case one
-  untimed correctness check and a timed loop: synchronize, clear L2 (4 GiB ``randn``), event,
-  ``custom_kernel(data)``, event, synchronize. After the third repeat and once 100 ms of wall
-  time have passed, it stops when err/mean < 0.001, or mean x runs exceeds the budget (10 s),
-  or after 120 s of wall time; 200 repeats at most. Logs ``benchmark-count``,
-  ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns; std is the sample std, err =
-  std / sqrt(runs)) and ``check``.
-* leaderboard: a warm-up (1000 repeats, 5e8 ns budget) of every case, then per case up to
-  1000 repeats with a 30 s budget, each on a fresh input (seed += 13) whose output is
-  checked; the first failure ends the run.
+* benchmark: a warm-up, then per case one untimed correctness check and a timed loop
+  (synchronize, clear L2, event, ``custom_kernel(data)``, event, synchronize) with the
+  server's stopping rule (``should_stop``). Logs ``benchmark-count``,
+  ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns) and ``check``.
+* leaderboard: like benchmark, each repeat on a fresh input whose output is checked; the
+  first failure ends the run.
 * profile: a torch profiler table per case, base64 with altchars ``+*``.
 
 Where this file knowingly differs from the server's:
