@@ -5,29 +5,22 @@ PROTOCOL MODE (what the server runs, with ``submission.py`` beside this file and
 
     POPCORN_FD=<fd> python eval.py test|benchmark|leaderboard|profile TESTFILE
 
-It mirrors the GPU MODE NVIDIA ``eval.py`` used for this problem in its revision after
-2026-01-13 (written anew for this kit; the facts come from the issue that specifies it and
-from reading the public gpu-mode/reference-kernels ``problems/nvidia/eval.py``):
+It mirrors the GPU MODE NVIDIA ``eval.py`` (written anew for this kit). The server revision and
+every fact taken from it -- exit codes, seeds, the loops' repeat and time limits, the L2 clear,
+the inputs -- are recorded once, in README.md, section "The server revision this kit mirrors";
+the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them. In short:
 
-* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it
-  is unset, 2 with fewer than two arguments or an unknown mode, 113 for an unreadable test
-  file or a line that does not parse). Exit 0 when everything passed, 112 when not.
-* ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
-  ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
-* Every case runs in one long-lived ``spawn`` worker process; the submission receives
-  clones of the inputs.
+* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD``; ``POPCORN_SEED``
+  (removed from the environment once read) mixes into every case seed (``combine_seeds``).
+* Every case runs in one long-lived ``spawn`` worker process on clones of its inputs.
 * test: ``test-count``, then per case ``test.{i}.spec``, ``test.{i}.status`` pass|fail and
   ``test.{i}.error``; then ``check``.
-* benchmark: a warm-up of the first case (200 repeats, 1e8 ns budget), then per case one
-  untimed correctness check and a timed loop: synchronize, clear L2 (4 GiB ``randn``), event,
-  ``custom_kernel(data)``, event, synchronize. After the third repeat and once 100 ms of wall
-  time have passed, it stops when err/mean < 0.001, or mean x runs exceeds the budget (10 s),
-  or after 120 s of wall time; 200 repeats at most. Logs ``benchmark-count``,
-  ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns; std is the sample std, err =
-  std / sqrt(runs)) and ``check``.
-* leaderboard: a warm-up (1000 repeats, 5e8 ns budget) of every case, then per case up to
-  1000 repeats with a 30 s budget, each on a fresh input (seed += 13) whose output is
-  checked; the first failure ends the run.
+* benchmark: a warm-up, then per case one untimed correctness check and a timed loop
+  (synchronize, clear L2, event, ``custom_kernel(data)``, event, synchronize) with the
+  server's stopping rule (``should_stop``). Logs ``benchmark-count``,
+  ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns) and ``check``.
+* leaderboard: like benchmark, each repeat on a fresh input whose output is checked; the
+  first failure ends the run.
 * profile: a torch profiler table per case, base64 with altchars ``+*``.
 
 Where this file knowingly differs from the server's:
@@ -45,7 +38,8 @@ Where this file knowingly differs from the server's:
 * leaderboard mode exits 112 when a case failed (the stored server revisions exit 0 there,
   after logging ``check: fail``).
 * ``NVFP4_EVAL_DISTRIBUTION`` (default ``official``) picks the input values
-  (``reference.DISTRIBUTIONS``); the server always uses the official ones.
+  (``quant.DISTRIBUTIONS``, applied by ``quant.fill``); the server always uses the official
+  ones. The others need the kit's quant.py (and nvfp4.py) importable beside this file.
 * ``NVFP4_EVAL_LOG_MEDIAN=1`` adds ``benchmark.{i}.median`` lines (for modal_app.py's table);
   off by default, so the key set is the server's.
 * Without CUDA (never the case on the server; useful for tests) the timed loops use the host
@@ -86,6 +80,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SHAPES_JSON = HERE / "shapes.json"
+
+# The server copies its own eval.py, task.py, utils.py and reference.py beside the submission.
+# A layout built from the kit's files (tests, modal_app.py) copies KIT_SUPPORT_FILES too: the
+# kit's reference.py imports nvfp4.py, and distributions other than "official" need quant.py.
+SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")
+KIT_SUPPORT_FILES = ("nvfp4.py", "quant.py")
 
 EXIT_OK, EXIT_USAGE, EXIT_NO_FD, EXIT_FAIL, EXIT_BAD_TESTS = 0, 2, 111, 112, 113
 MODES = ("test", "benchmark", "leaderboard", "profile")
@@ -251,10 +251,16 @@ def _describe(exc: BaseException, doing: str) -> str:
 
 
 def _generate(args: dict):
+    """The case's inputs: ``reference.generate_input`` exactly as the server calls it (so this
+    file also runs beside the server's reference.py), then, for a distribution other than
+    "official", ``quant.fill`` on the result."""
     from reference import generate_input
+    data = generate_input(**args)
     dist = _worker_config["distribution"]
-    # The keyword only when needed: this file also runs beside the server's reference.py.
-    return generate_input(**args) if dist == "official" else generate_input(**args, distribution=dist)
+    if dist == "official":
+        return data
+    import quant
+    return quant.fill(data, dist)
 
 
 def _clone(data):
@@ -565,7 +571,15 @@ def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median:
 
 
 def _distribution_from(name: str) -> str:
-    from reference import DISTRIBUTIONS
+    """``name`` if it is a key of ``quant.DISTRIBUTIONS``, else ValueError naming the choices.
+    "official" needs no quant.py (the server's layout has none)."""
+    if name == "official":
+        return name
+    try:
+        from quant import DISTRIBUTIONS
+    except ImportError as exc:
+        raise ValueError(f"distribution {name!r} needs the kit's quant.py (and nvfp4.py) beside eval.py: {exc}") \
+            from exc
     if name not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {name!r}; choose from {', '.join(DISTRIBUTIONS)}")
     return name
@@ -823,7 +837,8 @@ def human_main(argv: list[str]) -> int:
     p.add_argument("--shapes", default="official",
                    help="official (tests for test mode, benchmarks for the timed modes), benchmarks, "
                         "or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111'")
-    p.add_argument("--distribution", default="official", help="input values: a key of reference.DISTRIBUTIONS")
+    p.add_argument("--distribution", default="official",
+                   help="input values: a key of quant.DISTRIBUTIONS (default: %(default)s)")
     p.add_argument("--backend", choices=("auto", "scaled_mm", "triton", "torch"),
                    help=f"sets {ENV_BACKEND} for the submission")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")

@@ -3,8 +3,9 @@
     modal setup                                  # once: stores a Modal token
     modal run modal_app.py --submission submission.py --mode all --runs 3
 
-The GPU function lays out the server's files (eval.py, task.py, utils.py, reference.py and
-the submission renamed submission.py) in a temporary directory and runs ``python eval.py MODE
+The GPU function lays out the server's files (eval.py, task.py, utils.py, reference.py, the
+modules the kit's reference.py imports -- nvfp4.py, quant.py -- and the submission renamed
+submission.py) in a temporary directory and runs ``python eval.py MODE
 FILE`` there with ``POPCORN_FD`` the write end of an ``os.pipe()`` -- test, then benchmark,
 then leaderboard, each only if the previous one passed -- on the official shapes of
 shapes.json. It returns the parsed ``key: value`` lines; the local side prints eval.py's own
@@ -45,8 +46,9 @@ PYTHON_VERSION = "3.12"
 TORCH_INDEX_URL = "https://download.pytorch.org/whl/cu130"  # the official runner's index
 TORCH_PACKAGES = ("torch==2.9.1", "triton==3.5.1")  # triton: the version torch 2.9.1 requires
 PYPI_PACKAGES = ("numpy==2.3.5",)
-SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")  # what the server copies
-KIT_FILES = (*SERVER_FILES, "shapes.json")
+SERVER_FILES = kit_eval.SERVER_FILES  # what the server copies
+LAYOUT_FILES = (*SERVER_FILES, *kit_eval.KIT_SUPPORT_FILES)  # ... and what the kit's reference.py imports
+KIT_FILES = (*LAYOUT_FILES, "shapes.json")
 MODES = ("test", "benchmark", "leaderboard", "all")
 PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
@@ -98,7 +100,7 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
     result = {"device": gpu_name(), "passed": True, "modes": {}}
     with tempfile.TemporaryDirectory(prefix="nvfp4_eval_") as tmp:
         work = Path(tmp)
-        for name in SERVER_FILES:
+        for name in LAYOUT_FILES:
             shutil.copy(kit_dir / name, work / name)
         (work / "submission.py").write_text(submission_source)
         (work / "tests.txt").write_text(kit_eval.test_file_text(cases["test"]))

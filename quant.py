@@ -1,8 +1,8 @@
 """NVFP4 quantizer for the kit (harness side; ``submission.py`` never needs it).
 
 ``quantize_nvfp4(x, global_scale=None)`` turns real values into the problem's NVFP4 tensors and
-``dequantize_nvfp4`` decodes them again. ``fill_gaussian`` / ``fill_outliers`` are the bodies of
-``reference.DISTRIBUTIONS["gaussian"]`` / ``["outliers"]``.
+``dequantize_nvfp4`` decodes them again. ``fill(data, distribution)`` replaces the values of
+``reference.generate_input``'s official inputs with another distribution (``DISTRIBUTIONS``).
 
 Format (per 16 consecutive values along K, one block):
   scale   s = e4m3(amax / 6 / g): the e4m3 value nearest to the exact quotient, ties to the
@@ -30,7 +30,7 @@ distributions below do not use one.
 Layouts (``quantize_nvfp4`` returns ``NVFP4(data, scales, scales_blocked)``, all on x's device):
   2-D x [rows, K]  ->  data [rows, K/2] float4_e2m1fn_x2 (contiguous), scales [rows, K/16]
                        float8_e4m3fn (contiguous), scales_blocked: the flat vector
-                       ``reference.to_blocked`` makes of the scales zero-padded to a multiple of
+                       ``nvfp4.to_blocked`` makes of the scales zero-padded to a multiple of
                        128 rows and 4 columns, i.e. what FP4 ``torch._scaled_mm`` takes.
   3-D x [l, m, K]  ->  batch FIRST in the input (the memory order of the problem's tensors);
                        the outputs are exactly ``generate_input``'s layouts: data [m, K/2, l]
@@ -38,7 +38,6 @@ Layouts (``quantize_nvfp4`` returns ``NVFP4(data, scales, scales_blocked)``, all
                        (a view of a contiguous [l, m, K/16]) and scales_blocked
                        (32, 4, ceil(m/128), 4, ceil(K/64), l) (a view of a contiguous
                        (l, m/128, K/64, 32, 4, 4)), with zero padding when m % 128 or K % 64.
-  Unlike ``generate_input``, the plain scales stay on x's device (not moved to the CPU).
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ from typing import NamedTuple
 
 import torch
 
-import reference
-from reference import SF_VEC_SIZE, ceil_div, decode_e2m1, decode_e4m3
+from nvfp4 import SF_VEC_SIZE, ceil_div, decode_e2m1, decode_e4m3, permuted_from_plain, to_blocked
 
 E2M1_MAX = 6.0
 E4M3_MAX = 448.0
@@ -173,11 +171,11 @@ def quantize_nvfp4(x: torch.Tensor, global_scale: float | torch.Tensor | None = 
     padded[:, :m, :sf_k] = scales.view(l, m, sf_k)
     fp4, e4m3 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
     if not batched:
-        blocked = reference.to_blocked(padded[0]).view(e4m3)
+        blocked = to_blocked(padded[0]).view(e4m3)
         return NVFP4(packed.view(fp4), scales.view(e4m3), blocked)
     blocked = torch.empty((l, mp // 128, kp // 4, 32, 4, 4), dtype=torch.uint8, device=x.device)
     blocked = blocked.permute(3, 4, 1, 5, 2, 0)  # generate_input's (32, 4, m/128, 4, k/64, l) strides
-    blocked.copy_(reference._permuted_from_plain(padded.permute(1, 2, 0), x.device))
+    blocked.copy_(permuted_from_plain(padded.permute(1, 2, 0)))
     return NVFP4(packed.view(l, m, k // 2).permute(1, 2, 0).view(fp4),
                  scales.view(l, m, sf_k).permute(1, 2, 0).view(e4m3),
                  blocked.view(e4m3))
@@ -211,6 +209,25 @@ def dequantize_nvfp4(data: torch.Tensor, scales: torch.Tensor,
 
 
 # --------------------------------------------------------------------------- distributions
+# Each fill overwrites the values of generate_input's official inputs in place, keeping every
+# shape, stride, dtype and device, and draws from the global RNG as generate_input left it: so
+# ``fill(generate_input(m, k, l, seed), name)`` is reproducible per seed (on one device).
+
+def fill_full_range(data) -> None:
+    """``full-range``: every byte value 0..255 for ``a``/``b`` (both nibbles, both signs, -0),
+    scales spanning the e4m3 codes. ``sfa`` draws from every non-negative finite code (0,
+    subnormals, normals up to 448); ``sfb`` from codes 0..0x20 (0 to 0.125), which keeps the
+    K = 16384 sums ~10 sigma under the fp16 maximum. The scale codes are drawn on the CPU
+    generator whatever the device (so a seed gives the same values as before the plain scales
+    moved to a's device), then written to the plain and the permuted scales where each lives."""
+    a, b, sfa, sfb, sfa_p, sfb_p, _ = data
+    for t in (a, b):
+        t.view(torch.uint8).copy_(torch.randint(0, 256, t.shape, dtype=torch.uint8, device=t.device))
+    for plain, permuted, top in ((sfa, sfa_p, 0x7E), (sfb, sfb_p, 0x20)):
+        codes = torch.randint(0, top + 1, plain.shape, dtype=torch.uint8)
+        plain.view(torch.uint8).copy_(codes)
+        permuted.view(torch.uint8).copy_(permuted_from_plain(codes, permuted.device))
+
 
 def _fill_quantized(data, outliers: bool) -> None:
     """Overwrite a, b and their scales (plain and permuted) in place with quantized N(0,1) draws.
@@ -251,3 +268,26 @@ def fill_outliers(data) -> None:
     16120 (4096 x 7168 x 8), 13784 (7168 x 2048 x 4). Overflow needs one 16-term dot above
     ~62 (15 sigma): Chernoff bound (1 - t^2)^-8 e^(-62 t) < 1e-18 per coincidence."""
     _fill_quantized(data, outliers=True)
+
+
+DISTRIBUTIONS = {
+    "official": None,  # the server's randint data, untouched
+    "full-range": fill_full_range,
+    "gaussian": fill_gaussian,
+    "outliers": fill_outliers,
+}
+
+
+def fill(data, distribution: str):
+    """Overwrite the values of ``reference.generate_input``'s inputs with ``distribution`` (a key
+    of ``DISTRIBUTIONS``; "official" leaves them as they are) in place, keeping every shape,
+    stride, dtype and device, and return ``data``. Call it right after ``generate_input``: it
+    continues that seed's RNG stream."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {distribution!r}; choose from {', '.join(DISTRIBUTIONS)}")
+    if not isinstance(data, (tuple, list)) or len(data) != 7:
+        raise ValueError("fill needs generate_input's 7 tensors (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)")
+    body = DISTRIBUTIONS[distribution]
+    if body is not None:
+        body(data)
+    return data

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+import quant  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
@@ -48,7 +49,7 @@ def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
     cases = []
     for dist in ("official", "full-range"):
-        data = reference.generate_input(m, k, l, seed, device="cuda", distribution=dist)
+        data = quant.fill(reference.generate_input(m, k, l, seed, device="cuda"), dist)
         cases.append((dist, data, reference.ref_kernel(data[:6] + (data[6].clone(),))))
     return cases
 

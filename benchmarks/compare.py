@@ -12,9 +12,9 @@ Strategies (the registry, ``STRATEGIES``; each is checked, then timed, per shape
 3. ``scaled_mm``: ``submission.custom_kernel`` with ``NVFP4_GEMV_BACKEND=scaled_mm`` (FP4
    ``torch._scaled_mm`` per batch; compute capability 10.x only).
 4. ``official``: ``reference.ref_kernel_scaled_mm``, the competition's own loop: per batch,
-   ``to_blocked`` of the plain scales on the CPU, a blocking copy to the GPU, ``_scaled_mm``
-   (10.x only). Its copies block the host on the GPU, so ``timing.device_times`` cannot hold
-   the GPU ahead of it: it gets a harness time only (device time shown as host-blocking).
+   ``to_blocked`` of the plain scales (on the GPU, where the server hands them over) and
+   ``_scaled_mm`` (10.x only). Timed like the others; should it ever block the host, the
+   device time is reported as missing (``timing.HostBound``), the harness time stays.
 5. ``dequant_mm``: every call dequantises a and b row 0 to fp16 (permuted scales reordered on
    the GPU, a 256-entry fp16 pair table indexed by byte, times the fp16 scale: exact, since
    e2m1 x e4m3 has <= 6 significant bits and |value| <= 6 * 448), then ``torch.matmul``
@@ -70,6 +70,8 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 import eval as ev  # noqa: E402  geomean, _fmt, load_shapes
+import nvfp4  # noqa: E402
+import quant  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
@@ -158,7 +160,7 @@ def pair_lut(device) -> torch.Tensor:
     device = torch.device(device)
     lut = _PAIR_LUT.get(device)
     if lut is None:
-        v = torch.tensor(reference.E2M1_VALUES, dtype=torch.float16)
+        v = torch.tensor(nvfp4.E2M1_VALUES, dtype=torch.float16)
         codes = torch.arange(256)
         lut = _PAIR_LUT[device] = torch.stack((v[codes & 15], v[codes >> 4]), dim=1).to(device)
     return lut
@@ -192,7 +194,6 @@ class Strategy:
     what: str
     requires: tuple = ("cuda",)
     backend: str | None = None  # NVFP4_GEMV_BACKEND while it is prepared, checked and timed
-    blocks_host: str = ""  # why its calls block the host on the GPU (then: harness time only)
     call: Callable | None = None
     prepare: Callable = None  # default: the input sets themselves
     data: Callable = None  # default: the state is the input tuple
@@ -251,11 +252,9 @@ STRATEGIES = [
     Strategy("scaled_mm", "_scaled_mm backend",
              "submission.custom_kernel, NVFP4_GEMV_BACKEND=scaled_mm (FP4 torch._scaled_mm per batch)",
              requires=("cuda", "fp4_scaled_mm"), backend="scaled_mm", call=_custom_kernel),
-    Strategy("official", "official loop (CPU scales)",
-             "reference.ref_kernel_scaled_mm: per batch to_blocked on the CPU, blocking copy, _scaled_mm",
-             requires=("cuda", "fp4_scaled_mm"), call=reference.ref_kernel_scaled_mm,
-             blocks_host="its CPU-to-GPU scale copies are blocking (a stream sync per batch), so the GPU "
-                         "cannot be held ahead of it"),
+    Strategy("official", "official loop (server's reference)",
+             "reference.ref_kernel_scaled_mm: per batch to_blocked of the plain GPU scales, _scaled_mm",
+             requires=("cuda", "fp4_scaled_mm"), call=reference.ref_kernel_scaled_mm),
     Strategy("dequant_mm", "dequant + fp16 cuBLAS",
              "each call: dequantise a and b row 0 to fp16, torch.matmul", call=_dequant_mm),
     Strategy("fp16_gemv", "fp16 GEMV (pre-dequantised)",
@@ -361,10 +360,10 @@ class CudaTimer:
     def harness(self, fn: Callable, state) -> list[float]:
         return timing.harness_times(fn, state, self.harness_reps, warmup=2)
 
-    def measure(self, fn: Callable, states: list, blocks_host: str = "") -> dict:
-        note = f"no device time: {blocks_host}" if blocks_host else ""
+    def measure(self, fn: Callable, states: list) -> dict:
+        note = ""
         try:
-            dev = [] if blocks_host else self.device(fn, states)
+            dev = self.device(fn, states)
         except timing.HostBound as exc:
             dev, note = [], f"no device time: it blocks the host on the GPU ({one_line(exc)})"
         har = self.harness(fn, states[0])
@@ -438,7 +437,7 @@ def measure_shape(shape: dict, entries: list[dict], timer, sets: list, n_sets: i
                         rows.append(Row(**base, strategy=s.key, status="failed", reason=why))
                         log(f"{name} {s.key}: FAILED the check: {why}")
                         continue
-                    res = timer.measure(s.call, states, s.blocks_host)
+                    res = timer.measure(s.call, states)
         except Exception as exc:
             why = one_line(f"{type(exc).__name__}: {exc}")
             traceback.print_exc(file=sys.stderr)
@@ -750,8 +749,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sets", type=int, default=DEFAULT_SETS,
                    help="minimum rotating input sets per shape; more for small shapes, so that they "
                         f"exceed 3x the L2 (at most {MAX_SETS}; default %(default)s)")
-    p.add_argument("--distribution", default="official", choices=sorted(reference.DISTRIBUTIONS),
-                   help="input values passed to generate_input (default %(default)s)")
+    p.add_argument("--distribution", default="official", choices=list(quant.DISTRIBUTIONS),
+                   help="input values: quant.fill on generate_input's (default %(default)s)")
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="output folder (default benchmarks/results)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = p.parse_args(argv)
@@ -801,8 +800,8 @@ def main(argv: list[str] | None = None) -> int:
             n_sets = n_sets_for(nbytes, l2, args.sets)
             log(f"== {shape_name(m, k, l)}: {nbytes / 1e6:.2f} MB per call, {n_sets} input sets")
             try:
-                sets = [reference.generate_input(m, k, l, s.get("seed", 1111) + i, device="cuda",
-                                                 distribution=args.distribution) for i in range(n_sets)]
+                sets = [quant.fill(reference.generate_input(m, k, l, s.get("seed", 1111) + i, device="cuda"),
+                                   args.distribution) for i in range(n_sets)]
                 torch.cuda.synchronize()
             except Exception as exc:  # e.g. out of memory: every strategy of this shape fails
                 why = one_line(f"generate_input: {type(exc).__name__}: {exc}")

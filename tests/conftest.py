@@ -29,6 +29,14 @@ requires_cuda = pytest.mark.skipif(
     not HAS_CUDA, reason="needs a CUDA GPU: run this suite on an H100/H200 via the device tool")
 
 
+def make_input(m: int, k: int, l: int, seed: int, device=None, dist: str = "official"):
+    """The inputs of one case: ``reference.generate_input`` (official values; device None: CUDA
+    when available), then ``quant.fill`` with ``dist`` (a key of ``quant.DISTRIBUTIONS``)."""
+    import quant
+    import reference
+    return quant.fill(reference.generate_input(m, k, l, seed, device=device), dist)
+
+
 @pytest.fixture
 def device() -> torch.device:
     return torch.device("cuda" if HAS_CUDA else "cpu")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from conftest import HAS_CUDA, ROOT, requires_cuda
+from conftest import HAS_CUDA, ROOT, make_input, requires_cuda
 
 import reference
 import submission
@@ -132,7 +132,7 @@ def test_gate_sets_the_backend_env_only_inside(small, monkeypatch):
 
 @pytest.mark.parametrize("dist", ("official", "full-range", "gaussian"))
 def test_dequantising_strategies_pass_the_gate_on_cpu(dist):
-    data = reference.generate_input(256, 512, 2, 9, device="cpu", distribution=dist)
+    data = make_input(256, 512, 2, 9, "cpu", dist)
     expected = compare.expected_output(data)
     byk = {s.key: s for s in compare.STRATEGIES}
     for key in ("dequant_mm", "fp16_gemv"):
@@ -142,7 +142,7 @@ def test_dequantising_strategies_pass_the_gate_on_cpu(dist):
 
 
 def test_dequant_fp16_is_exact():
-    data = reference.generate_input(128, 128, 2, 3, device="cpu", distribution="full-range")
+    data = make_input(128, 128, 2, 3, "cpu", "full-range")
     a16, b16 = compare.dequant_operands(data)
     assert a16.shape == (2, 128, 128) and b16.shape == (2, 128, 1) and a16.dtype == torch.float16
     a, b, sfa, sfb = data[:4]
@@ -161,13 +161,12 @@ class FakeTimer:
     def __init__(self):
         self.timed = []
 
-    def measure(self, fn, states, blocks_host=""):
+    def measure(self, fn, states):
         self.timed.append(fn)
         t0 = time.perf_counter()
         fn(states[0])
         us = (time.perf_counter() - t0) * 1e6
-        return {"device_us": None if blocks_host else us, "harness_us": 2 * us, "device_runs": 1,
-                "harness_runs": 1, "note": blocks_host}
+        return {"device_us": us, "harness_us": 2 * us, "device_runs": 1, "harness_runs": 1, "note": ""}
 
     def ceiling(self, nbytes, n_sets):
         return {"device_us": 1.0, "harness_us": 2.0, "device_runs": 1, "harness_runs": 1, "note": ""}
@@ -185,8 +184,7 @@ def test_measure_shape_checks_before_timing_and_goes_on_after_failures():
     def boom(d):
         raise ValueError("no")
 
-    fakes = [_fake("triton", _torch_backend), _fake("bad", wrong), _fake("raises", boom),
-             _fake("blocking", _torch_backend, blocks_host="it syncs")]
+    fakes = [_fake("triton", _torch_backend), _fake("bad", wrong), _fake("raises", boom)]
     entries += [{"key": f.key, "label": f.label, "what": f.what, "strategy": f, "available": True, "reason": ""}
                 for f in fakes]
     timer = FakeTimer()
@@ -197,8 +195,6 @@ def test_measure_shape_checks_before_timing_and_goes_on_after_failures():
     assert rows["scaled_mm"].status == "n/a" and "n/a on sm_90" in rows["scaled_mm"].reason
     for key in ("ceiling", "dequant_mm", "triton"):
         assert rows[key].status == "ok" and rows[key].device_us > 0, key
-    assert rows["blocking"].status == "ok" and rows["blocking"].device_us is None
-    assert rows["blocking"].note and rows["blocking"].harness_us > 0
     assert rows["ceiling"].ceiling_over_device == 1.0
     assert rows["dequant_mm"].ceiling_over_device == pytest.approx(1.0 / rows["dequant_mm"].device_us)
     assert rows["triton"].triton_over_device == 1.0
@@ -233,9 +229,6 @@ def test_cuda_timer_retries_a_blocked_queue_then_reports_host_bound(monkeypatch)
     res = timer.measure(lambda s: None, [0])
     assert res["device_us"] is None and res["device_runs"] == 0 and "blocks the host" in res["note"]
     assert res["harness_us"] == 5.0
-
-    res = timer.measure(lambda s: None, [0], blocks_host="it syncs")
-    assert res["device_us"] is None and res["note"] == "no device time: it syncs"
 
     def other_error(fn, sets, reps, warmup):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

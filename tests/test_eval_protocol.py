@@ -1,5 +1,6 @@
 """eval.py end to end, as the server runs it: a tmp dir holding copies of eval.py, task.py,
-utils.py, reference.py and a submission renamed submission.py; ``python eval.py MODE FILE``
+utils.py, reference.py (with nvfp4.py and quant.py, which the kit's reference and
+distributions import) and a submission renamed submission.py; ``python eval.py MODE FILE``
 with POPCORN_FD the write end of a real ``os.pipe()``; the lines read back and asserted.
 
 Each subprocess imports torch twice (harness + spawn worker), so the runs are few, on tiny
@@ -9,6 +10,7 @@ The tests marked requires_cuda check the real CUDA timing path (run them on the 
 """
 
 import base64
+import importlib.util
 import json
 import math
 import os
@@ -19,12 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import HAS_CUDA, ROOT, requires_cuda
 
 import eval as ev
 
 FIXTURES = ROOT / "tests" / "fixtures"
-SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")  # what the server copies
+LAYOUT_FILES = (*ev.SERVER_FILES, *ev.KIT_SUPPORT_FILES)  # the server's four, and what the kit's modules import
 REAL = ROOT / "submission.py"
 TINY = "tiny.txt"  # two cases: l = 1 and l = 2
 TINY_ONE = "tiny_one.txt"  # one case
@@ -36,7 +39,7 @@ RUN_TIMEOUT_S = 600
 def server_layout(dest: Path, submission: Path) -> Path:
     """The server's file layout around ``submission`` (plus the tiny test files)."""
     dest.mkdir(parents=True)
-    for name in SERVER_FILES:
+    for name in LAYOUT_FILES:
         shutil.copy(ROOT / name, dest / name)
     shutil.copy(submission, dest / "submission.py")
     for name in (TINY, TINY_ONE):
@@ -53,6 +56,9 @@ PROTOCOL_RUNS = {
     "real.test": (REAL, "test", TINY, {}),
     "real.benchmark": (REAL, "benchmark", TINY, {ev.ENV_LOG_MEDIAN: "1"}),
     "real.leaderboard": (REAL, "leaderboard", TINY_ONE, {}),
+    "plain_scales.test": (fixture("good_plain_scales"), "test", TINY, {}),
+    "plain_scales.benchmark": (fixture("good_plain_scales"), "benchmark", TINY, {}),
+    "plain_scales.leaderboard": (fixture("good_plain_scales"), "leaderboard", TINY_ONE, {}),
     "untouched_c.test": (fixture("wrong_untouched_c"), "test", TINY, {}),
     "low_precision.test": (fixture("wrong_low_precision"), "test", TINY, {}),
     "modifies_inputs.test": (fixture("wrong_modifies_inputs"), "test", TINY, {}),
@@ -153,6 +159,59 @@ def test_leaderboard_passes_the_real_submission(runs):
     assert run.returncode == 0, describe(run)
     assert run.lines["benchmark-count"] == "1" and float(run.lines["benchmark.0.runs"]) >= 3
     assert "benchmark.0.median" not in run.lines  # the server's key set unless asked
+
+
+@pytest.mark.parametrize("mode", ["test", "benchmark", "leaderboard"])
+def test_plain_scales_submission_passes_every_mode(runs, mode):
+    """A correct kernel that reads sfa/sfb where a lives (the server hands them over on the
+    GPU) passes, as it does on the server."""
+    run = get(runs, f"plain_scales.{mode}")
+    assert run.returncode == 0 and run.lines["check"] == "pass", describe(run)
+    prefix = "test" if mode == "test" else "benchmark"
+    count = int(run.lines[f"{prefix}-count"])
+    assert count == (1 if mode == "leaderboard" else 2)
+    for i in range(count):
+        if mode == "test":
+            assert run.lines[f"test.{i}.status"] == "pass", describe(run)
+        else:
+            assert float(run.lines[f"benchmark.{i}.runs"]) >= 3, describe(run)
+
+
+def _load_fixture(name: str):
+    spec = importlib.util.spec_from_file_location(f"fixture_{name}", fixture(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plain_scales_fixture_reads_the_plain_scales_only(device):
+    """NaN in every permuted scale (and in c) changes nothing; zero plain scales zero the output."""
+    import quant
+    import reference
+
+    kernel = _load_fixture("good_plain_scales").custom_kernel
+    data = quant.fill(reference.generate_input(256, 512, 2, seed=8, device=device), "full-range")
+    expected = reference.ref_kernel(data[:6] + (data[6].clone(),))
+    poisoned = tuple(t.clone() for t in data)
+    for t in (poisoned[4], poisoned[5]):
+        t.view(torch.uint8).fill_(0x7F)  # e4m3fn NaN
+    poisoned[6].fill_(float("nan"))
+    assert reference.check_implementation(data, kernel(poisoned)) == (True, "")
+    zeroed = tuple(t.clone() for t in data)
+    zeroed[2].view(torch.uint8).zero_()
+    out = kernel(zeroed)
+    assert not out.any() and expected.any()
+
+
+@requires_cuda
+def test_plain_scales_fixture_fails_on_cpu_plain_scales():
+    """What the kit gave such a kernel before: plain scales on the CPU beside a GPU ``a``."""
+    import reference
+
+    kernel = _load_fixture("good_plain_scales").custom_kernel
+    data = reference.generate_input(128, 256, 1, seed=1, device="cuda")
+    with pytest.raises(RuntimeError, match="same device"):
+        kernel(data[:2] + (data[2].cpu(), data[3].cpu()) + data[4:])
 
 
 # --------------------------------------------------------------------------- wrong submissions

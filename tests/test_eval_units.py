@@ -3,6 +3,7 @@ geometric mean, popcorn line parsing, summaries and tables, protocol exit codes.
 
 import math
 import statistics
+import sys
 
 import pytest
 
@@ -192,6 +193,22 @@ def test_protocol_exit_codes(tmp_path, monkeypatch):
     good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
     monkeypatch.setenv(ev.ENV_DISTRIBUTION, "no-such-distribution")
     assert ev.protocol_main(["test", str(good)]) == 2
+
+
+def test_official_distribution_needs_no_quant_module(monkeypatch):
+    """Beside the server's own reference.py (no quant.py, no nvfp4.py) the official inputs still
+    work; any other distribution says what it needs."""
+    monkeypatch.setitem(sys.modules, "quant", None)  # import quant now raises ImportError
+    assert ev._distribution_from("official") == "official"
+    with pytest.raises(ValueError, match="needs the kit's quant.py"):
+        ev._distribution_from("gaussian")
+
+
+def test_distribution_names_come_from_quant():
+    import quant
+    assert [ev._distribution_from(name) for name in quant.DISTRIBUTIONS] == list(quant.DISTRIBUTIONS)
+    with pytest.raises(ValueError, match="unknown distribution 'nope'; choose from official, full-range"):
+        ev._distribution_from("nope")
 
 
 def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):

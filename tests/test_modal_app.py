@@ -51,6 +51,7 @@ def test_function_settings():
     assert modal_app.TORCH_INDEX_URL.endswith("/cu130")
     assert any(p.startswith("numpy==") for p in modal_app.PYPI_PACKAGES)
     assert set(modal_app.SERVER_FILES) == {"eval.py", "task.py", "utils.py", "reference.py"}
+    assert {"nvfp4.py", "quant.py"} <= set(modal_app.LAYOUT_FILES) <= set(modal_app.KIT_FILES)
     for name in modal_app.KIT_FILES:
         assert (ROOT / name).is_file(), name
 

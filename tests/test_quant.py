@@ -1,13 +1,14 @@
-"""quant.py (NVFP4 quantizer) and the quantized input distributions of reference.generate_input."""
+"""quant.py: the NVFP4 quantizer and the input distributions (``quant.fill``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from conftest import BENCHMARKS, requires_cuda
+from conftest import BENCHMARKS, make_input, requires_cuda
 from tolerances import EXACT, FP16_OUTPUT_HEADROOM, KERNEL_ATOL, KERNEL_RTOL, NVFP4_GAUSSIAN_SQNR_MIN_DB
 
+import nvfp4
 import quant as Q
 import reference as R
 from utils import verbose_allclose
@@ -217,7 +218,7 @@ def test_3d_layouts_are_generate_inputs(m, k, l):
     for li in range(l):
         assert torch.equal(blocked[li].view(torch.uint8), R.to_blocked(res.scales[:, :, li]).view(torch.uint8))
         assert torch.equal(res.scales_blocked.view(torch.uint8),
-                           R._permuted_from_plain(res.scales.view(torch.uint8), "cpu"))
+                           nvfp4.permuted_from_plain(res.scales.view(torch.uint8)))
 
 
 def test_padded_blocked_scales():
@@ -296,14 +297,14 @@ def test_cuda_matches_cpu_bit_for_bit(dtype, g):
 
 # --------------------------------------------------------------------------- distributions
 
-@pytest.mark.parametrize("dist", sorted(R.DISTRIBUTIONS))
+@pytest.mark.parametrize("dist", sorted(Q.DISTRIBUTIONS))
 @pytest.mark.parametrize("m,k,l", [(128, 16384, 1), (256, 7168, 2), (128, 2048, 4)])
 def test_distribution_keeps_layouts_and_gives_finite_outputs(dist, m, k, l):
     """Every distribution keeps each official tensor's shape, stride, dtype and device, keeps
     the permuted scales equal to to_blocked of the plain ones, and gives finite outputs well
     inside fp16 at benchmark K."""
     official = R.generate_input(m, k, l, seed=1111, device="cpu")
-    data = R.generate_input(m, k, l, seed=1111, device="cpu", distribution=dist)
+    data = make_input(m, k, l, seed=1111, device="cpu", dist=dist)
     for got, want in zip(data, official, strict=True):
         assert (got.shape, got.stride(), got.dtype, got.device) == (want.shape, want.stride(), want.dtype,
                                                                     want.device)
@@ -318,10 +319,39 @@ def test_distribution_keeps_layouts_and_gives_finite_outputs(dist, m, k, l):
         assert float(c.abs().max()) * FP16_OUTPUT_HEADROOM <= FP16_MAX
 
 
+def test_fill_official_leaves_the_data_alone_and_returns_it():
+    data = R.generate_input(128, 256, 2, seed=4, device="cpu")
+    before = [t.clone() for t in data]
+    assert Q.fill(data, "official") is data
+    assert all(torch.equal(t.view(torch.uint8), u.view(torch.uint8)) if t.element_size() == 1 else torch.equal(t, u)
+               for t, u in zip(data, before, strict=True))
+
+
+def test_fill_rejects_unknown_distribution_naming_the_choices():
+    data = R.generate_input(128, 256, 1, seed=1, device="cpu")
+    with pytest.raises(ValueError, match="unknown distribution 'nope'; choose from official, full-range, "
+                                         "gaussian, outliers"):
+        Q.fill(data, "nope")
+    with pytest.raises(ValueError, match="7 tensors"):
+        Q.fill(data[:6], "full-range")
+
+
+@pytest.mark.parametrize("dist", ["full-range", "gaussian", "outliers"])
+def test_fill_writes_plain_and_permuted_scales_where_each_lives(dist, device):
+    """Inputs built by hand may keep the plain scales on the CPU while the rest is on the GPU:
+    each tensor stays where it is and the permuted scales still hold the plain ones."""
+    data = list(R.generate_input(256, 512, 2, seed=6, device=device))
+    data[2], data[3] = data[2].cpu(), data[3].cpu()
+    Q.fill(data, dist)
+    assert [t.device.type for t in data] == [device.type, device.type, "cpu", "cpu"] + [device.type] * 3
+    for plain, perm in ((data[2], data[4]), (data[3], data[5])):
+        assert torch.equal(perm.view(torch.uint8).cpu(), nvfp4.permuted_from_plain(plain.view(torch.uint8)))
+
+
 @pytest.mark.parametrize("dist", ["gaussian", "outliers"])
 def test_quantized_distributions_look_like_model_data(dist):
-    data = R.generate_input(256, 4096, 2, seed=3, device="cpu", distribution=dist)
-    again = R.generate_input(256, 4096, 2, seed=3, device="cpu", distribution=dist)
+    data = make_input(256, 4096, 2, seed=3, device="cpu", dist=dist)
+    again = make_input(256, 4096, 2, seed=3, device="cpu", dist=dist)
     for t, u in zip(data, again, strict=True):
         assert torch.equal(t.view(torch.uint8) if t.element_size() == 1 else t,
                            u.view(torch.uint8) if u.element_size() == 1 else u)  # reproducible
@@ -382,19 +412,19 @@ def _check_backend(run_backend, name, data):
     assert not reasons, f"{name}: " + "\n".join(reasons)
 
 
-@pytest.mark.parametrize("dist", sorted(R.DISTRIBUTIONS))
+@pytest.mark.parametrize("dist", sorted(Q.DISTRIBUTIONS))
 @pytest.mark.parametrize("name", ["torch", "scaled_mm"])
 @pytest.mark.parametrize("m,k,l", [(128, 256, 1), (256, 1536, 3), (128, 16384, 1)])
 def test_exact_backends_match_reference_on_every_distribution(run_backend, name, dist, m, k, l):
-    _check_backend(run_backend, name, R.generate_input(m, k, l, seed=21, device="cpu", distribution=dist))
+    _check_backend(run_backend, name, make_input(m, k, l, seed=21, device="cpu", dist=dist))
 
 
-@pytest.mark.parametrize("dist", sorted(R.DISTRIBUTIONS))
+@pytest.mark.parametrize("dist", sorted(Q.DISTRIBUTIONS))
 @pytest.mark.parametrize("m,k,l", [(128, 256, 1), (256, 512, 3)])
 def test_triton_backend_matches_reference_on_every_distribution(run_backend, dist, m, k, l):
     """On the CPU this runs Triton's interpreter (TRITON_INTERPRET=1, set by conftest): small shapes."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    _check_backend(run_backend, "triton", R.generate_input(m, k, l, seed=22, device=device, distribution=dist))
+    _check_backend(run_backend, "triton", make_input(m, k, l, seed=22, device=device, dist=dist))
 
 
 @requires_cuda
@@ -403,4 +433,4 @@ def test_triton_backend_matches_reference_on_every_distribution(run_backend, dis
 @pytest.mark.parametrize("m,k,l,seed", BENCHMARKS)
 def test_gpu_backends_benchmark_shapes_quantized_data(run_backend, name, dist, m, k, l, seed):
     """scaled_mm runs only on Blackwell (skipped with the reason elsewhere)."""
-    _check_backend(run_backend, name, R.generate_input(m, k, l, seed, device="cuda", distribution=dist))
+    _check_backend(run_backend, name, make_input(m, k, l, seed, "cuda", dist))

@@ -5,10 +5,12 @@ bit-level definitions of e2m1 / e4m3fn, the blocked-layout index formula written
 a float64 brute force in numpy.
 """
 
+import ast
+
 import numpy as np
 import pytest
 import torch
-from conftest import requires_cuda
+from conftest import ROOT, make_input, requires_cuda
 from tolerances import ATOL, FP16_HALF_ULP_REL, FP16_SUBNORMAL_HALF_ULP, RTOL
 
 import reference as R
@@ -141,7 +143,7 @@ def test_to_blocked_rejects_unpadded():
 @pytest.mark.parametrize("m", [128, 256, 384, 2432])
 @pytest.mark.parametrize("k", [256, 1536, 7168, 16384])
 def test_permuted_scales_agree_with_plain_and_to_blocked(m, k):
-    data = R.generate_input(m, k, 2, seed=m + k, device="cpu", distribution="full-range")
+    data = make_input(m, k, 2, seed=m + k, device="cpu", dist="full-range")
     _, _, sfa, sfb, sfa_p, sfb_p, _ = data
     for plain, perm, rows in ((sfa, sfa_p, m), (sfb, sfb_p, R.N_PADDED)):
         p8, q8 = plain.view(torch.uint8), perm.view(torch.uint8)
@@ -159,7 +161,7 @@ def test_permuted_scales_agree_with_plain_and_to_blocked(m, k):
 @pytest.mark.parametrize("dist", DISTS)
 @pytest.mark.parametrize("shape", SMALL_SHAPES, ids=shape_id)
 def test_ref_kernel_matches_float64_brute_force(shape, dist):
-    data = R.generate_input(*shape, seed=7, device="cpu", distribution=dist)
+    data = make_input(*shape, seed=7, device="cpu", dist=dist)
     exact = brute_force_gemv(data)
     c = data[6]
     c.fill_(float("nan"))  # poison: every element must be written
@@ -170,7 +172,7 @@ def test_ref_kernel_matches_float64_brute_force(shape, dist):
 
 def test_ref_kernel_chunks_rows(monkeypatch):
     """The row-chunked path (used on big shapes) gives the same answer as one chunk."""
-    data = R.generate_input(384, 1024, 2, seed=3, device="cpu", distribution="full-range")
+    data = make_input(384, 1024, 2, seed=3, device="cpu", dist="full-range")
     whole = R.ref_kernel(tuple(t.clone() for t in data))
     monkeypatch.setattr(R, "_REF_CHUNK_ELEMS", 1024 * 100)  # 100 rows per chunk: 4 chunks
     chunked = R.ref_kernel(tuple(t.clone() for t in data))
@@ -180,7 +182,7 @@ def test_ref_kernel_chunks_rows(monkeypatch):
 @pytest.mark.parametrize("dist", DISTS)
 @pytest.mark.parametrize("shape", SMALL_SHAPES, ids=shape_id)
 def test_emulator_matches_brute_force(shape, dist):
-    data = R.generate_input(*shape, seed=11, device="cpu", distribution=dist)
+    data = make_input(*shape, seed=11, device="cpu", dist=dist)
     a, b, sfa, sfb, _, _, _ = data
     exact = brute_force_gemv(data)
     for li in range(shape[2]):
@@ -192,7 +194,7 @@ def test_emulator_matches_brute_force(shape, dist):
 
 def test_emulator_reads_scales_through_the_blocked_layout():
     """Feeding plain (row-major) scales instead of blocked ones must change the answer."""
-    a, b, sfa, sfb, _, _, _ = R.generate_input(256, 512, 1, seed=5, device="cpu", distribution="full-range")
+    a, b, sfa, sfb, _, _, _ = make_input(256, 512, 1, seed=5, device="cpu", dist="full-range")
     args = (a[:, :, 0], b[:, :, 0].transpose(0, 1))
     good = R.scaled_mm_fp4_emulated(*args, R.to_blocked(sfa[:, :, 0]), R.to_blocked(sfb[:, :, 0]))
     wrong = R.scaled_mm_fp4_emulated(*args, sfa[:, :, 0].contiguous().flatten(), R.to_blocked(sfb[:, :, 0]))
@@ -214,7 +216,7 @@ def test_emulator_rejects_misuse():
 def test_ref_kernel_scaled_mm_with_emulator(monkeypatch):
     """The competition's own formulation gives the exact answer once _scaled_mm is emulated."""
     monkeypatch.setattr(torch, "_scaled_mm", R.scaled_mm_fp4_emulated)
-    data = R.generate_input(256, 1536, 3, seed=9, device="cpu", distribution="full-range")
+    data = make_input(256, 1536, 3, seed=9, device="cpu", dist="full-range")
     expected = R.ref_kernel(tuple(t.clone() for t in data))
     assert torch.equal(R.ref_kernel_scaled_mm(data), expected)
 
@@ -230,7 +232,7 @@ def test_generate_input_layout(m, k, l):
     assert (b.shape, b.dtype, b.stride()) == ((128, k // 2, l), fp4, (k // 2, 1, 128 * k // 2))
     assert (sfa.shape, sfa.dtype, sfa.stride()) == ((m, k // 16, l), e4m3, (k // 16, 1, m * k // 16))
     assert (sfb.shape, sfb.dtype) == ((128, k // 16, l), e4m3)
-    assert sfa.device.type == sfb.device.type == "cpu"  # as the server hands them over
+    assert all(t.device == a.device for t in (b, sfa, sfb, sfa_p, sfb_p, c))  # as the server hands them over
     assert sfa_p.shape == (32, 4, m // 128, 4, k // 64, l) and sfa_p.dtype == e4m3
     assert sfb_p.shape == (32, 4, 1, 4, k // 64, l)
     # the blocked tensor's memory is a contiguous (l, m/128, k/64, 32, 4, 4) array
@@ -244,7 +246,7 @@ def test_generate_input_layout(m, k, l):
 
 
 def test_generate_input_full_range_covers_every_byte():
-    a, b, sfa, sfb, *_ = R.generate_input(256, 2048, 2, seed=1, device="cpu", distribution="full-range")
+    a, b, sfa, sfb, *_ = make_input(256, 2048, 2, seed=1, device="cpu", dist="full-range")
     assert a.view(torch.uint8).unique().numel() == 256
     codes = sfa.view(torch.uint8).unique()
     assert codes.min() == 0 and codes.max() == 0x7E and codes.numel() == 0x7F  # no NaN code
@@ -268,9 +270,50 @@ def test_generate_input_rejects_bad_shapes(bad):
         R.generate_input(**bad, seed=1, device="cpu")
 
 
-def test_generate_input_rejects_unknown_distribution():
-    with pytest.raises(ValueError, match="unknown distribution"):
-        R.generate_input(128, 256, 1, seed=1, device="cpu", distribution="nope")
+@pytest.mark.parametrize("device", ["cpu", "meta", pytest.param("cuda", marks=requires_cuda)])
+def test_generate_input_puts_every_tensor_where_a_lives(device):
+    """The plain scales too: the server returns sfa/sfb on the GPU beside a (README, "The server
+    revision this kit mirrors"). "meta" stands in for a second device on a CPU-only machine."""
+    data = R.generate_input(256, 512, 2, seed=3, device=device)
+    assert [t.device.type for t in data] == [device] * 7
+
+
+def test_generate_input_takes_the_servers_arguments_only():
+    """Other value distributions are quant.fill's business, not generate_input's."""
+    with pytest.raises(TypeError):
+        R.generate_input(128, 256, 1, seed=1, device="cpu", distribution="full-range")
+
+
+# ----------------------------------------------------------------- module structure
+
+
+def _imported_modules(name: str) -> set:
+    """Top-level module names a repository module imports anywhere in its source (AST)."""
+    tree = ast.parse((ROOT / f"{name}.py").read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_reference_and_quant_share_nvfp4_without_importing_each_other():
+    """nvfp4 (the format) sits below both; reference (the problem) and quant (data making)
+    import it and not each other, and nvfp4 imports neither."""
+    ref, quant, fmt = (_imported_modules(n) for n in ("reference", "quant", "nvfp4"))
+    assert "nvfp4" in ref and "nvfp4" in quant
+    assert "quant" not in ref, ref
+    assert "reference" not in quant, quant
+    assert not {"reference", "quant"} & fmt, fmt
+
+
+def test_reference_re_exports_the_format_helpers():
+    import nvfp4
+    for name in ("SF_VEC_SIZE", "E2M1_VALUES", "ceil_div", "decode_e2m1", "decode_e4m3", "to_blocked",
+                 "from_blocked", "blocked_from_permuted", "permuted_from_plain"):
+        assert getattr(R, name) is getattr(nvfp4, name), name
 
 
 # ----------------------------------------------------------------- checker
@@ -343,8 +386,8 @@ def test_set_seed_is_deterministic():
 @requires_cuda
 @pytest.mark.parametrize("dist", DISTS)
 def test_ref_kernel_on_gpu_matches_brute_force(dist):
-    data = R.generate_input(384, 7168, 3, seed=4, distribution=dist)
-    assert data[0].is_cuda and not data[2].is_cuda
+    data = make_input(384, 7168, 3, seed=4, dist=dist)
+    assert all(t.is_cuda for t in data)
     exact = brute_force_gemv(data)
     assert_correctly_rounded(R.ref_kernel(data)[:, 0, :], exact)
 
@@ -353,9 +396,32 @@ def test_ref_kernel_on_gpu_matches_brute_force(dist):
 @pytest.mark.parametrize("spec", [(7168, 16384, 1), (4096, 7168, 8), (7168, 2048, 4)], ids=shape_id)
 def test_ref_kernel_on_benchmark_shapes_gpu(spec):
     """The reference handles the benchmark shapes on a GPU, agreeing with the CPU run."""
-    data = R.generate_input(*spec, seed=1111, distribution="full-range")
+    data = make_input(*spec, seed=1111, dist="full-range")
     gpu = R.ref_kernel(tuple(t.clone() for t in data)).cpu()
     cpu = R.ref_kernel(tuple(t.cpu() for t in data))
     assert torch.isfinite(gpu.float()).all()
     ok, msg = utils.match_reference(None, gpu, reference=lambda _: cpu, rtol=RTOL, atol=ATOL)
     assert ok, msg
+
+
+@requires_cuda
+def test_official_loop_does_not_block_the_host(monkeypatch):
+    """With every input on the GPU, ref_kernel_scaled_mm has no copy or sync of its own that
+    blocks the host (why benchmarks.compare times it like any other strategy). FP4 _scaled_mm
+    needs compute capability 10.x, so it is stubbed: only the loop around it is under test. The
+    control: what the loop did when the plain scales were on the CPU (to_blocked, then a copy to
+    the GPU) must trip the same detector."""
+    def stub(a, b, scale_a, scale_b, bias=None, out_dtype=torch.float16):
+        return torch.zeros(a.shape[0], b.shape[1], dtype=out_dtype, device=a.device)
+
+    monkeypatch.setattr(torch, "_scaled_mm", stub)
+    data = R.generate_input(256, 512, 2, seed=1, device="cuda")
+    cpu_scales = data[2].cpu()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        R.ref_kernel_scaled_mm(data)
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            R.to_blocked(cpu_scales[:, :, 0]).to("cuda")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, requires_cuda
 from tolerances import ATOL, EXACT, RTOL
 
 import reference
@@ -21,10 +21,6 @@ from utils import verbose_allclose
 
 L_VALUES = (1, 2, 3, 4, 5, 7, 8, 9, 16)
 DISTS = ("official", "full-range")
-
-
-def _gen(m, k, l, seed, dist="official", device="cpu"):
-    return reference.generate_input(m, k, l, seed, device=device, distribution=dist)
 
 
 def _expected(data):
@@ -122,7 +118,7 @@ def test_standalone_copy_runs_in_fresh_interpreter(tmp_path, dist):
     folder.mkdir()
     (folder / "submission.py").write_bytes((ROOT / "submission.py").read_bytes())
     (folder / "task.py").write_text(STANDALONE_TASK)
-    data = _gen(256, 512, 3, 7, dist)
+    data = make_input(256, 512, 3, 7, "cpu", dist)
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     c.fill_(float("nan"))
     torch.save({"a": a.view(torch.uint8), "b": b.view(torch.uint8), "sfa": sfa, "sfb": sfb,
@@ -156,7 +152,7 @@ def _bad(data, **repl):
     ("arity", ValueError, "data must be"),
 ])
 def test_validation_names_the_constraint(case, exc, words):
-    data = _gen(128, 128, 2, 3)
+    data = make_input(128, 128, 2, 3, "cpu")
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     bad = {
         "a_dtype": lambda: _bad(data, a=a.view(torch.uint8).to(torch.int16)),
@@ -189,7 +185,7 @@ def test_unknown_backend_name_raises(monkeypatch):
 
 def test_forced_backend_that_cannot_run_raises(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "scaled_mm")
-    data = _gen(128, 128, 1, 3)
+    data = make_input(128, 128, 1, 3, "cpu")
     with pytest.raises(RuntimeError, match="scaled_mm cannot run on cpu.*compute capability|CUDA"):
         submission.custom_kernel(data)
 
@@ -208,7 +204,7 @@ def test_auto_never_picks_an_unsupported_backend():
 
 def test_forced_torch_runs(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "torch")
-    data = _gen(256, 256, 2, 5)
+    data = make_input(256, 256, 2, 5, "cpu")
     out = _run_poisoned(submission.custom_kernel, data)
     _assert_matches(out, data, rtol=EXACT, atol=EXACT)
 
@@ -218,7 +214,7 @@ def test_forced_torch_runs(monkeypatch):
 @pytest.mark.parametrize("dist", DISTS)
 @pytest.mark.parametrize("m, k, l, seed", OFFICIAL_TESTS)
 def test_torch_backend_official_shapes(m, k, l, seed, dist):
-    data = _gen(m, k, l, seed, dist)
+    data = make_input(m, k, l, seed, "cpu", dist)
     # exact: exact group sums, exact scale products, float64 sum, one rounding (as ref_kernel)
     _assert_matches(_run_poisoned(_torch, data), data, rtol=EXACT, atol=EXACT)
 
@@ -226,7 +222,7 @@ def test_torch_backend_official_shapes(m, k, l, seed, dist):
 @pytest.mark.parametrize("dist", DISTS)
 @pytest.mark.parametrize("l", L_VALUES)
 def test_torch_backend_batches(l, dist):
-    data = _gen(256, 320, l, 100 + l, dist)
+    data = make_input(256, 320, l, 100 + l, "cpu", dist)
     _assert_matches(_run_poisoned(_torch, data), data, rtol=EXACT, atol=EXACT)
 
 
@@ -235,7 +231,7 @@ def test_torch_backend_batches(l, dist):
 @pytest.mark.parametrize("dist", DISTS)
 @pytest.mark.parametrize("m, k, l, seed", OFFICIAL_TESTS)
 def test_scaled_mm_backend_official_shapes(m, k, l, seed, dist, emulated_scaled_mm):
-    data = _gen(m, k, l, seed, dist)
+    data = make_input(m, k, l, seed, "cpu", dist)
     # the emulator is exact, so this is the same exact value ref_kernel gives
     _assert_matches(_run_poisoned(_scaled_mm, data), data, rtol=EXACT, atol=EXACT)
     assert len(emulated_scaled_mm) == l
@@ -244,7 +240,7 @@ def test_scaled_mm_backend_official_shapes(m, k, l, seed, dist, emulated_scaled_
 @pytest.mark.parametrize("dist", DISTS)
 @pytest.mark.parametrize("l", L_VALUES)
 def test_scaled_mm_backend_batches(l, dist, emulated_scaled_mm):
-    data = _gen(128, 192, l, 200 + l, dist)
+    data = make_input(128, 192, l, 200 + l, "cpu", dist)
     _assert_matches(_run_poisoned(_scaled_mm, data), data, rtol=EXACT, atol=EXACT)
     assert len(emulated_scaled_mm) == l
 
@@ -254,7 +250,7 @@ def test_scaled_mm_receives_the_real_calls_arguments(l, emulated_scaled_mm):
     """Scale vectors equal to_blocked of the plain scales (bit for bit); a is the batch slice,
     b the transposed padded slice; fp16 out, no bias."""
     m, k = 256, 512
-    data = _gen(m, k, l, 11, "full-range")
+    data = make_input(m, k, l, 11, "cpu", "full-range")
     a, b, sfa, sfb, *_ = data
     _scaled_mm(data)
     assert len(emulated_scaled_mm) == l
@@ -270,7 +266,7 @@ def test_scaled_mm_receives_the_real_calls_arguments(l, emulated_scaled_mm):
 
 
 def test_scaled_mm_scale_vectors_are_views_not_copies():
-    data = _gen(256, 512, 2, 4)
+    data = make_input(256, 512, 2, 4, "cpu")
     sfa_p = data[4]
     blocked = submission._blocked(sfa_p)
     assert blocked.data_ptr() == sfa_p.data_ptr() and blocked.is_contiguous()
@@ -291,7 +287,7 @@ def test_gpu_scaled_mm_reported_unsupported_off_blackwell():
 @pytest.mark.parametrize("m, k, l, seed", BENCHMARKS)
 def test_gpu_auto_backend_benchmark_shapes(m, k, l, seed, monkeypatch):
     monkeypatch.delenv("NVFP4_GEMV_BACKEND", raising=False)
-    data = _gen(m, k, l, seed, device="cuda")
+    data = make_input(m, k, l, seed, "cuda")
     out = _run_poisoned(submission.custom_kernel, data)
     _assert_matches(out, data)
 
@@ -310,8 +306,8 @@ def test_fastest_is_measured_once_per_shape_and_cached(monkeypatch):
 
     monkeypatch.setattr(submission, "_time_backend", fake_time)
     monkeypatch.setattr(submission, "_FASTEST", {})
-    d1 = _gen(128, 256, 1, 1)
-    d2 = _gen(128, 512, 1, 1)
+    d1 = make_input(128, 256, 1, 1, "cpu")
+    d2 = make_input(128, 512, 1, 1, "cpu")
     assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
     assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
     assert submission._fastest(d2, 128, 512, 1) == "triton"

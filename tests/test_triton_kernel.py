@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, make_input, requires_cuda
 from tolerances import EXACT, KERNEL_ATOL, KERNEL_RTOL
 
 import reference
@@ -21,10 +21,6 @@ import submission
 from utils import verbose_allclose
 
 pytestmark = pytest.mark.skipif(submission.triton is None, reason="triton is not installed")
-
-
-def _gen(m, k, l, seed, dist, device):
-    return reference.generate_input(m, k, l, seed, device=device, distribution=dist)
 
 
 def _run(data, decode=""):
@@ -75,7 +71,7 @@ CPU_CASES = [  # (m, k, l): L = 1, 3, 8; K a multiple of the step and not (maske
 @pytest.mark.parametrize("dist", ("official", "full-range"))
 @pytest.mark.parametrize("m, k, l", CPU_CASES)
 def test_interpreter_matches_brute_force(m, k, l, dist):
-    data = _gen(m, k, l, 1000 + m + k + l, dist, "cpu")
+    data = make_input(m, k, l, 1000 + m + k + l, "cpu", dist)
     out = _run(data)
     expected = _brute_force(data)
     got = out[:, 0, :].double().numpy()
@@ -92,21 +88,21 @@ def test_interpreter_tile_shapes(cfg, monkeypatch):
     (K / 16 = 44 groups) and without (K / 16 = 64)."""
     for m, k, l in ((128, 704, 2), (256, 1024, 1)):
         monkeypatch.setitem(submission._TRITON_CONFIGS, (m, k, l), cfg)
-        data = _gen(m, k, l, 31, "full-range", "cpu")
+        data = make_input(m, k, l, 31, "cpu", "full-range")
         _assert_close(_run(data), data)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="interpreter test")
 def test_forced_triton_backend_runs_under_interpreter(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "triton")
-    data = _gen(128, 256, 2, 5, "full-range", "cpu")
+    data = make_input(128, 256, 2, 5, "cpu", "full-range")
     data[6].fill_(float("nan"))
     _assert_close(submission.custom_kernel(data), data)
 
 
 def test_brute_force_agrees_with_reference():
     """The test's own brute force and reference.ref_kernel agree (both exact float64 sums)."""
-    data = _gen(128, 256, 2, 9, "full-range", "cpu")
+    data = make_input(128, 256, 2, 9, "cpu", "full-range")
     ref = reference.ref_kernel(data)[:, 0, :].double().numpy()
     bf = _brute_force(data).astype(np.float16).astype(np.float64)
     assert np.array_equal(ref, bf)
@@ -277,7 +273,7 @@ def test_decode_tables_exact_for_all_codes():
 @pytest.mark.parametrize("dist", ("official", "full-range"))
 @pytest.mark.parametrize("m, k, l, seed", OFFICIAL_TESTS + BENCHMARKS)
 def test_gpu_matches_reference(m, k, l, seed, dist):
-    data = _gen(m, k, l, seed, dist, "cuda")
+    data = make_input(m, k, l, seed, "cuda", dist)
     _assert_close(_run(data), data)
 
 
@@ -285,14 +281,14 @@ def test_gpu_matches_reference(m, k, l, seed, dist):
 @pytest.mark.parametrize("m, k, l", [(128, 192, 3), (512, 4096, 2), (7168, 2048, 4), (256, 1088, 5)])
 @pytest.mark.parametrize("decode", ("tl", "f16x2", "dp4a"))
 def test_gpu_every_decode_matches_reference(m, k, l, decode):
-    data = _gen(m, k, l, 3, "full-range", "cuda")
+    data = make_input(m, k, l, 3, "cuda", "full-range")
     _assert_close(_run(data, decode=decode), data)
 
 
 @requires_cuda
 @pytest.mark.parametrize("m, k, l, seed", BENCHMARKS)
 def test_gpu_repeated_runs_bit_identical(m, k, l, seed):
-    data = _gen(m, k, l, seed, "full-range", "cuda")
+    data = make_input(m, k, l, seed, "cuda", "full-range")
     first = _run(data).clone()
     for _ in range(3):
         assert torch.equal(_run(data).view(torch.int16), first.view(torch.int16))
@@ -308,7 +304,7 @@ def test_gpu_auto_dispatch(monkeypatch):
         assert submission.select_backend(dev) == "triton"
         assert not support["scaled_mm"][0]
         monkeypatch.setenv("NVFP4_GEMV_BACKEND", "scaled_mm")
-        data = _gen(128, 256, 1, 1, "official", "cuda")
+        data = make_input(128, 256, 1, 1, "cuda")
         with pytest.raises(RuntimeError, match="compute capability 10.x"):
             submission.custom_kernel(data)
 
@@ -317,7 +313,7 @@ def test_gpu_auto_dispatch(monkeypatch):
 def test_gpu_exact_on_official_data():
     """Official data (scales 0..2, values 0..1.5) keeps every fp32 partial sum exact: the
     result equals the reference bit for bit."""
-    data = _gen(512, 4096, 2, 1111, "official", "cuda")
+    data = make_input(512, 4096, 2, 1111, "cuda")
     _assert_close(_run(data), data, rtol=EXACT, atol=EXACT)
 
 
@@ -325,7 +321,7 @@ def test_gpu_exact_on_official_data():
 def test_gpu_direct_launch_path_is_taken_and_correct():
     """After the first call of a shape, later calls skip Triton's binder (the launch cache
     holds a direct runner) and still match the reference."""
-    data = _gen(256, 1024, 3, 21, "full-range", "cuda")
+    data = make_input(256, 1024, 3, 21, "cuda", "full-range")
     _run(data)
     hits = [v for key, v in submission._TRITON_LAUNCH.items() if key[1] == 256 and key[2] == 3]
     assert hits and all(v is not None for v in hits), "direct launch path not available on this Triton"
