@@ -824,7 +824,7 @@ def _plain_scales(data, k: int, align: int) -> bool:
     for sf, rows in ((sfa, a.shape[0]), (sfb, b.shape[0])):
         if (sf.device != a.device or sf.dtype != _E4M3 or sf.dim() != 3
                 or tuple(sf.shape) != (rows, k // 16, a.shape[2]) or sf.stride(1) != 1
-                or (sf.data_ptr() | sf.stride(0) | sf.stride(2)) % align):
+                or (sf.data_ptr() | sf.stride(0) | (sf.stride(2) if sf.shape[2] > 1 else 0)) % align):
             return False
     return True
 
@@ -844,7 +844,8 @@ def _layout_problem(name: str, data) -> str:
         if t.data_ptr() % need:
             return (f"the {name} backend needs {what}'s data pointer {need}-byte aligned "
                     f"(it is {t.data_ptr() % need} bytes past)")
-        if t.stride(0) % need or t.stride(2) % need:
+        batch = t.stride(2) if t.shape[2] > 1 else 0  # a size-1 dimension's stride is never used
+        if t.stride(0) % need or batch % need:
             return (f"the {name} backend needs {what}'s row and batch strides to be multiples of {need} bytes; "
                     f"got {t.stride(0)} and {t.stride(2)}")
     return ""

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, make_input, requires_cuda
 from tolerances import KERNEL_ATOL, KERNEL_RTOL
 
 import reference
@@ -26,7 +26,7 @@ from utils import verbose_allclose
 
 
 def _gen(m, k, l, seed, dist="official", device="cuda"):
-    return reference.generate_input(m, k, l, seed, device=device, distribution=dist)
+    return make_input(m, k, l, seed, device, dist)
 
 
 def _expected(data):
@@ -135,6 +135,49 @@ def test_pinned_config_and_candidates(monkeypatch):
                 lpr, rpt, u, warps, dec = cfg
                 rows = submission._cuda_rows(cfg)
                 assert m % rows == 0 and rows <= 128 and lpr <= k // 32 and dec in (0, 1), cfg
+
+
+@pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
+                                 (32, 2, 4, 4, 0, 1, 4, False)])
+@pytest.mark.parametrize("cpu_scales", [False, True])
+def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
+    """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
+    and source for the config, the grid, the scalar arguments (plain or permuted scale
+    strides) and the five pointers of each call."""
+    built, launched = [], []
+
+    class FakeLaunch:
+        def __init__(self, fn, grid, threads, scalars):
+            built.append((fn, grid, threads, scalars))
+
+        def __call__(self, *ptrs):
+            launched.append([p.data_ptr() for p in ptrs])
+
+    monkeypatch.setattr(submission, "_CUDA_LAUNCH", {})
+    monkeypatch.setattr(submission, "_CudaLaunch", FakeLaunch)
+    monkeypatch.setattr(submission, "_cuda_function", lambda dev, cfg, full, plain, probe=False:
+                        submission.cuda_kernel(cfg, full, plain, probe)[0])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    m, k, l = 256, 1536, 3
+    data = _gen(m, k, l, 1, device="cpu")
+    plain = not cpu_scales
+    if cpu_scales:  # plain scales elsewhere than a: here, the wrong dtype stands for "unusable"
+        data = data[:2] + (data[2].view(torch.uint8), data[3]) + data[4:]
+    for _ in range(2):
+        submission._cuda_backend(data, m, k, l, cfg)
+    (name, grid, threads, scalars), = built
+    assert name.startswith(f"nvfp4_gemv_{cfg[0]}_{cfg[1]}_{cfg[2]}_{cfg[3]}_{cfg[4]}_")
+    assert name.endswith(f"_{int((k // 32) % (cfg[0] * cfg[2]) == 0)}{int(plain)}0")
+    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * cfg[3]
+    a, b, sfa, sfb, sfa_p, sfb_p, c = data
+    assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
+    if plain:
+        assert scalars[4:7] == (sfa.stride(0), sfa.stride(2), sfb.stride(2))
+        assert launched[0] == [t.data_ptr() for t in (a, b, sfa, sfb, c)]
+    else:
+        assert scalars[4:7] == (0, m * k // 16, 128 * k // 16)
+        assert launched[0] == [t.data_ptr() for t in (a, b, sfa_p, sfb_p, c)]
+    assert len(launched) == 2
 
 
 def test_cuda_source_never_holds_the_forbidden_word():
