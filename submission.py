@@ -436,7 +436,7 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
-template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, bool FOLD, bool FULL, bool PLAIN, int DECODE,
+template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
           bool PROBE>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
@@ -446,6 +446,7 @@ __device__ __forceinline__ void gemv_body(
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
+  constexpr int NBUF = PIPE == 2 ? 2 : 1;
   static_assert(U % V == 0, "U must be a multiple of V");
   typedef Decode<DECODE> D;
   const int lane = threadIdx.x & 31, t = lane % LPR;
@@ -464,44 +465,35 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
+  Q av[NBUF][RPT][U];
+  u32 sa[NBUF][RPT][U];
+  // chunk of (u, lane t) in the step starting at c0: V adjacent chunks per lane, LPR lanes side by side
+  auto chunk = [&](int c0, int u) { return c0 + (u / V) * (LPR * V) + t * V + u % V; };
 
-  for (int c0 = 0; c0 < chunks; c0 += STEP) {
-    Q av[RPT][U];
-    u32 sa[RPT][U];
-    // chunk of (u, lane t): V adjacent chunks per lane, LPR lanes side by side
-#define CHUNK(u) (c0 + ((u) / V) * (LPR * V) + t * V + (u) % V)
+  // The step's loads of a and its scales into buffer p.
+  auto load = [&](int p, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int ch = CHUNK(u);
+      const int ch = chunk(c0, u);
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         if (FULL || ch < chunks) {
-          av[i][u] = ld_a<LOAD>(ap[i] + 16 * (i64)ch);
-          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sp[i] + scale_col<PLAIN>(ch));
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sp[i] + scale_col<PLAIN>(ch));
-          else sa[i][u] = sa[i][u - 1] >> 16;
+          av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * (i64)ch);
+          if (V == 1) sa[p][i][u] = ld_scales16<LOAD>(sp[i] + scale_col<PLAIN>(ch));
+          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<LOAD>(sp[i] + scale_col<PLAIN>(ch));
+          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
         } else {
-          av[i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[i][u] = 0u;
+          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[p][i][u] = 0u;
         }
       }
     }
-    const unsigned char* bstep = bp;
-    if (FOLD) {
-      // All loads of the step are issued before the first use: ptxas would otherwise sink
-      // each load next to its use (fewer registers, but one load in flight per lane). The b
-      // loads below depend on every one of them through `fold & zero` (zero is a kernel
-      // argument, always 0; a 16-byte load completes as a whole, so one word suffices).
-      u32 fold = 0u;
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
-      bstep = bp + (fold & zero);
-    }
+  };
+  // b's chunks of the step, decoded once per lane for its RPT rows, and the dot products.
+  auto compute = [&](int p, int c0, const unsigned char* bstep) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int ch = CHUNK(u);
+      const int ch = chunk(c0, u);
       Q bq = Q{{0u, 0u, 0u, 0u}};
       u32 sbv = 0u;
       if (FULL || ch < chunks) {
@@ -511,8 +503,8 @@ __device__ __forceinline__ void gemv_body(
       if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
-                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
+                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
       } else {
         const typename D::B bc = D::prep(bq);
         float sb0, sb1;
@@ -520,14 +512,47 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           float g0, g1, sa0, sa1;
-          dot_chunk(av[i][u], bc, g0, g1);
-          e4m3x2(sa[i][u], sa0, sa1);
+          dot_chunk(av[p][i][u], bc, g0, g1);
+          e4m3x2(sa[p][i][u], sa0, sa1);
           acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
           acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
         }
       }
     }
-#undef CHUNK
+  };
+
+  if (PIPE == 2) {
+    // Register double buffering: the next step's loads are issued before this step's
+    // arithmetic, so a lane has loads in flight while it computes.
+    load(0, 0);
+    for (int c0 = 0; c0 < chunks; c0 += 2 * STEP) {
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const int cs = c0 + p * STEP;
+        if (cs < chunks) {
+          if (cs + STEP < chunks) load(1 - p, cs + STEP);
+          compute(p, cs, bp);
+        }
+      }
+    }
+  } else {
+    for (int c0 = 0; c0 < chunks; c0 += STEP) {
+      load(0, c0);
+      const unsigned char* bstep = bp;
+      if (PIPE == 1) {
+        // All loads of the step are issued before the first use: ptxas would otherwise sink
+        // each load next to its use (fewer registers, but one load in flight per lane). The
+        // b loads depend on every one of them through `fold & zero` (zero is a kernel
+        // argument, always 0; a 16-byte load completes as a whole, so one word suffices).
+        u32 fold = 0u;
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
+        bstep = bp + (fold & zero);
+      }
+      compute(0, c0, bstep);
+    }
   }
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
@@ -552,9 +577,10 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
 _CUDA_DECODES = {"dp4a": 0, "f16x2": 1}
-# (V chunks per lane side by side, LOAD flavour, FOLD): how a lane reads a, fixed for every
-# config (chosen by measurement: benchmarks/NOTES.md, "cuda backend").
-_CUDA_SHAPE = (1, 0, True)
+# (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step before
+# its arithmetic, 2 register double buffering): how a lane reads a, fixed for every config
+# (chosen by measurement: benchmarks/NOTES.md, "cuda backend").
+_CUDA_SHAPE = (1, 0, 1)
 
 
 class CudaBuildError(RuntimeError):
@@ -571,13 +597,13 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, FOLD) (default: _CUDA_SHAPE)."""
+    optionally followed by (V, LOAD, PIPE) (default: _CUDA_SHAPE)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, fold = tuple(cfg[5:8]) or _CUDA_SHAPE
+    v, load, pipe = tuple(cfg[5:8]) or _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(fold)}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{flags}"
     t = "true", "false"
-    body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {t[not fold]}, {t[not full]}, {t[not plain]}, "
+    body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
             f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
     wrapper = f'extern "C" __global__ void __launch_bounds__({32 * warps}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
