@@ -410,16 +410,74 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BF16& b, float& g0, 
   g1 = dot_group_f16(a, b, 1);
 }
 
+// ---- decode 2, "dp4a-sr": as dp4a, but a's signs are handled by prmt's sign-replicate mode
+// instead of per-byte selection: with a selector nibble's bit 3 set (a negative value) prmt
+// writes 0 for the non-negative table bytes. prmt(T, v) then holds 2|a| of a's non-negative
+// values, prmt(T, v ^ 0x8888) of its negative ones; dp4a with +2b and with -2b (prepared once
+// per chunk) sums both. 11 instructions per 8 values of a, 7 of them on the integer pipe.
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+struct Tables { u32 tlo, thi, nlo, nhi; };
+// The tables in registers: ptxas would keep a constant in a uniform register and copy it to a
+// regular one before every prmt; (threadIdx.x & zero), zero being a kernel argument that is
+// always 0, makes the values per-lane as far as ptxas can tell, so they stay put.
+__device__ __forceinline__ Tables tables(u32 zero) {
+  const u32 z = threadIdx.x & zero;
+  return Tables{0x03020100u | z, 0x0C080604u | z, 0xFDFEFF00u | z, 0xF4F8FAFCu | z};
+}
+struct BWordS { u32 b0, nb0, b1, nb1; };  // bytes +2b and -2b of the word's quads 0 and 1
+struct BSigned { BWordS w[4]; };
+__device__ __forceinline__ BSigned prep_signed(const Q& q, const Tables& T) {
+  BSigned r;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u32 v = q.w[j], s0 = v & 0x7777u, s1 = (v >> 16) & 0x7777u;
+    const u32 p0 = prmt(T.tlo, T.thi, s0), n0 = prmt(T.nlo, T.nhi, s0);
+    const u32 p1 = prmt(T.tlo, T.thi, s1), n1 = prmt(T.nlo, T.nhi, s1);
+    const u32 x = ((v >> 1) & 0x44444444u) | 0x32103210u;  // i + 4 sign(b_i)
+    r.w[j].b0 = prmt(p0, n0, x);
+    r.w[j].nb0 = prmt(p0, n0, x ^ 0x4444u);
+    r.w[j].b1 = prmt(p1, n1, x >> 16);
+    r.w[j].nb1 = prmt(p1, n1, (x >> 16) ^ 0x4444u);
+  }
+  return r;
+}
+__device__ __forceinline__ int dot8_signed(u32 v, const BWordS& b, const Tables& T, int acc) {
+  const u32 x = v ^ 0x88888888u;
+  acc = __dp4a((int)prmt(T.tlo, T.thi, v), (int)b.b0, acc);
+  acc = __dp4a((int)prmt(T.tlo, T.thi, x), (int)b.nb0, acc);
+  acc = __dp4a((int)prmt(T.tlo, T.thi, v >> 16), (int)b.b1, acc);
+  return __dp4a((int)prmt(T.tlo, T.thi, x >> 16), (int)b.nb1, acc);
+}
+__device__ __forceinline__ void dot_chunk(const Q& a, const BSigned& b, const Tables& T, float& g0, float& g1) {
+  g0 = (float)dot8_signed(a.w[1], b.w[1], T, dot8_signed(a.w[0], b.w[0], T, 0));
+  g1 = (float)dot8_signed(a.w[3], b.w[3], T, dot8_signed(a.w[2], b.w[2], T, 0));
+}
+__device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, const Tables&, float& g0, float& g1) {
+  dot_chunk(a, b, g0, g1);
+}
+__device__ __forceinline__ void dot_chunk(const Q& a, const BF16& b, const Tables&, float& g0, float& g1) {
+  dot_chunk(a, b, g0, g1);
+}
+
 template <int DECODE> struct Decode;
 template <> struct Decode<0> {
   typedef BDp4a B;
-  static __device__ __forceinline__ B prep(const Q& q) { return prep_dp4a(q); }
+  static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_dp4a(q); }
   static constexpr float scale = 0.25f;
 };
 template <> struct Decode<1> {
   typedef BF16 B;
-  static __device__ __forceinline__ B prep(const Q& q) { return prep_f16(q); }
+  static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_f16(q); }
   static constexpr float scale = 1.0f;
+};
+template <> struct Decode<2> {
+  typedef BSigned B;
+  static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_signed(q, T); }
+  static constexpr float scale = 0.25f;
 };
 
 // Byte offset of the scale pair of groups 2ch, 2ch + 1 of row r. PLAIN: row-major [rows, K/16]
@@ -449,6 +507,7 @@ __device__ __forceinline__ void gemv_body(
   constexpr int NBUF = PIPE == 2 ? 2 : 1;
   static_assert(U % V == 0, "U must be a multiple of V");
   typedef Decode<DECODE> D;
+  const Tables T = tables(zero);
   const int lane = threadIdx.x & 31, t = lane % LPR;
   const int row0 = blockIdx.x * BROWS + (threadIdx.x >> 5) * RS * RPT + lane / LPR;
   const i64 bi = blockIdx.y;
@@ -470,17 +529,22 @@ __device__ __forceinline__ void gemv_body(
   // chunk of (u, lane t) in the step starting at c0: V adjacent chunks per lane, LPR lanes side by side
   auto chunk = [&](int c0, int u) { return c0 + (u / V) * (LPR * V) + t * V + u % V; };
 
-  // The step's loads of a and its scales into buffer p.
+  // The step's loads of a and its scales into buffer p. Addresses: one pointer per row and
+  // step, every load an immediate offset from it.
   auto load = [&](int p, int c0) {
+    const int first = c0 + t * V;  // the lane's first chunk of the step
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int ch = chunk(c0, u);
+    for (int i = 0; i < RPT; ++i) {
+      const unsigned char* arow = ap[i] + 16 * (i64)first;
+      const unsigned char* srow = sp[i] + (PLAIN ? 2 * (i64)first : 0);
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) {
+      for (int u = 0; u < U; ++u) {
+        const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
         if (FULL || ch < chunks) {
-          av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * (i64)ch);
-          if (V == 1) sa[p][i][u] = ld_scales16<LOAD>(sp[i] + scale_col<PLAIN>(ch));
-          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<LOAD>(sp[i] + scale_col<PLAIN>(ch));
+          av[p][i][u] = ld_a<LOAD>(arow + 16 * off);
+          const unsigned char* sq = PLAIN ? srow + 2 * off : sp[i] + scale_col<false>(ch);
+          if (V == 1) sa[p][i][u] = ld_scales16<LOAD>(sq);
+          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<LOAD>(sq);
           else sa[p][i][u] = sa[p][i][u - 1] >> 16;
         } else {
           av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
@@ -506,13 +570,13 @@ __device__ __forceinline__ void gemv_body(
           acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
                              ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
       } else {
-        const typename D::B bc = D::prep(bq);
+        const typename D::B bc = D::prep(bq, T);
         float sb0, sb1;
         e4m3x2(sbv, sb0, sb1);
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           float g0, g1, sa0, sa1;
-          dot_chunk(av[p][i][u], bc, g0, g1);
+          dot_chunk(av[p][i][u], bc, T, g0, g1);
           e4m3x2(sa[p][i][u], sa0, sa1);
           acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
           acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
@@ -576,7 +640,7 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, "
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
-_CUDA_DECODES = {"dp4a": 0, "f16x2": 1}
+_CUDA_DECODES = {"dp4a": 0, "f16x2": 1, "dp4a-sr": 2}
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step before
 # its arithmetic, 2 register double buffering): how a lane reads a, fixed for every config
 # (chosen by measurement: benchmarks/NOTES.md, "cuda backend").

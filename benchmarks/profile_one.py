@@ -1,0 +1,44 @@
+"""Run one backend and config on one benchmark shape a few times: the process to put under a
+profiler (needs a CUDA GPU), e.g. on a machine where Nsight Compute reads counters:
+
+    ncu --clock-control none --kernel-name regex:nvfp4 --launch-skip 3 --launch-count 1 \\
+        --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \\
+        python3 benchmarks/profile_one.py --shape 4096x7168x8 --backend cuda --config 16,4,2,2,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import reference  # noqa: E402
+import submission  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="4096x7168x8", help="MxKxL")
+    ap.add_argument("--backend", default="cuda", help="cuda or triton")
+    ap.add_argument("--config", default="", help="comma-separated config (default: the backend's pick)")
+    ap.add_argument("--calls", type=int, default=6, help="calls to make")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("profile_one.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    m, k, l = (int(x) for x in args.shape.split("x"))
+    cfg = tuple(int(x) for x in args.config.split(",")) if args.config else None
+    data = reference.generate_input(m, k, l, 1, device="cuda")
+    for _ in range(args.calls):
+        submission.run_backend(args.backend, data, cfg)
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
