@@ -644,7 +644,7 @@ _CUDA_DECODES = {"dp4a": 0, "f16x2": 1, "dp4a-sr": 2}
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step before
 # its arithmetic, 2 register double buffering): how a lane reads a, fixed for every config
 # (chosen by measurement: benchmarks/NOTES.md, "cuda backend").
-_CUDA_SHAPE = (1, 0, 1)
+_CUDA_SHAPE = (1, 0, 1, 0)
 
 
 class CudaBuildError(RuntimeError):
@@ -661,15 +661,17 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, PIPE) (default: _CUDA_SHAPE)."""
+    optionally followed by (V, LOAD, PIPE, MINB) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
+    registers enough for MINB blocks per SM)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe = tuple(cfg[5:8]) or _CUDA_SHAPE
+    v, load, pipe, minb = (tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):]) if len(cfg) > 5 else _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
             f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
-    wrapper = f'extern "C" __global__ void __launch_bounds__({32 * warps}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
+    bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
+    wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
 
 
