@@ -494,6 +494,31 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
+// ---- PIPE >= 3: the step's rows of a and their scales arrive in shared memory by bulk copies
+// (the copy engine, completing on an mbarrier), PIPE stages ahead, so the bytes in flight do
+// not depend on registers or resident warps.
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ void mbar_init(u32 bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
           bool PROBE>
 __device__ __forceinline__ void gemv_body(
@@ -585,7 +610,54 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  if (PIPE == 2) {
+  if constexpr (PIPE >= 3) {
+    // The block's BROWS rows x STEP chunks of a step (and the scale pairs) land in stage
+    // j % PIPE of a shared-memory ring; warp 0 refills a stage once every warp is done with it.
+    constexpr int ROWB = STEP * 16, SROWB = STEP * 2;
+    constexpr int STAGE_A = BROWS * ROWB, STAGE = STAGE_A + BROWS * SROWB;
+    static_assert(SROWB % 16 == 0, "bulk copies need 16-byte multiples: STEP % 8 == 0");
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full[PIPE];
+    const int nsteps = chunks / STEP, warp = threadIdx.x >> 5;
+    const unsigned char* ga = a + bi * a_bs + (i64)(blockIdx.x * BROWS) * a_rs;
+    const unsigned char* gs = sfa + bi * sfa_bs + (i64)(blockIdx.x * BROWS) * sfa_rs;
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int q = 0; q < PIPE; ++q) mbar_init(smem_u32(&full[q]));
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    auto issue = [&](int j) {  // warp 0 only
+      const int q = j % PIPE;
+      const u32 bar = smem_u32(&full[q]), dst = smem_u32(smem + q * STAGE);
+      if (lane == 0) mbar_expect(bar, STAGE);
+      __syncwarp();
+      for (int r = lane; r < 2 * BROWS; r += 32) {
+        if (r < BROWS) bulk_copy(dst + r * ROWB, ga + r * a_rs + (i64)j * ROWB, ROWB, bar);
+        else bulk_copy(dst + STAGE_A + (r - BROWS) * SROWB, gs + (r - BROWS) * sfa_rs + (i64)j * SROWB, SROWB, bar);
+      }
+    };
+    if (warp == 0)
+      for (int j = 0; j < PIPE && j < nsteps; ++j) issue(j);
+    const int lrow = warp * RS * RPT + lane / LPR;  // the lane's first row within the block
+    for (int j = 0; j < nsteps; ++j) {
+      const int q = j % PIPE;
+      mbar_wait(smem_u32(&full[q]), (j / PIPE) & 1);
+      const unsigned char* sA = smem + q * STAGE;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int off = chunk(0, u);
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          av[0][i][u] = *reinterpret_cast<const Q*>(sA + (lrow + RS * i) * ROWB + 16 * off);
+          sa[0][i][u] = *reinterpret_cast<const u16*>(sA + STAGE_A + (lrow + RS * i) * SROWB + 2 * off);
+        }
+      }
+      compute(0, j * STEP, bp);
+      __syncthreads();
+      if (warp == 0 && j + PIPE < nsteps) issue(j + PIPE);
+    }
+  } else if (PIPE == 2) {
     // Register double buffering: the next step's loads are issued before this step's
     // arithmetic, so a lane has loads in flight while it computes.
     load(0, 0);
@@ -778,6 +850,7 @@ class _Driver:
         lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        lib.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
         # cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, queue, params, extra)
         lib.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, ctypes.POINTER(vp), vp]
         self.launch = lib.cuLaunchKernel
@@ -787,8 +860,9 @@ class _Driver:
         self.lib.cuGetErrorString(res, ctypes.byref(s))
         return f"CUDA error {res}: {s.value.decode() if s.value else '?'}"
 
-    def function(self, cubin: bytes, name: str, device: torch.device):
-        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel."""
+    def function(self, cubin: bytes, name: str, device: torch.device, smem: int = 0):
+        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel,
+        allowed ``smem`` bytes of dynamic shared memory."""
         with torch.cuda.device(device):
             torch.cuda.init()
             cur = ctypes.c_void_p()
@@ -805,6 +879,10 @@ class _Driver:
             res = self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
             if res:
                 raise CudaBuildError(f"kernel {name} not found in the cubin: {self.error(res)}")
+            if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                res = self.lib.cuFuncSetAttribute(fn, 8, smem)
+                if res:
+                    raise CudaBuildError(f"{name}: {smem} bytes of shared memory refused: {self.error(res)}")
             return fn
 
 
@@ -821,8 +899,8 @@ class _CudaLaunch:
     """One configured launch: the kernel, its grid, and ctypes storage for its parameters;
     a call sets the five pointers and launches (no allocation, no synchronisation)."""
 
-    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple):
-        self.fn, self.grid, self.threads = fn, grid, threads
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, smem: int = 0):
+        self.fn, self.grid, self.threads, self.smem = fn, grid, threads, smem
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
         self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
         self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
@@ -832,7 +910,8 @@ class _CudaLaunch:
         p = self.ptrs
         p[0].value, p[1].value, p[2].value = a.data_ptr(), b.data_ptr(), sfa.data_ptr()
         p[3].value, p[4].value = sfb.data_ptr(), c.data_ptr()
-        res = self.launch(self.fn, self.grid[0], self.grid[1], 1, self.threads, 1, 1, 0, None, self.params, None)
+        res = self.launch(self.fn, self.grid[0], self.grid[1], 1, self.threads, 1, 1, self.smem, None, self.params,
+                          None)
         if res:
             raise RuntimeError(f"cuda backend launch failed: {_driver().error(res)}")
 
@@ -841,15 +920,25 @@ _CUDA_FUNCS = {}  # (device, arch, kernel name) -> function
 _CUDA_LAUNCH = {}  # launch key -> _CudaLaunch
 
 
-def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, probe: bool = False):
+def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, probe: bool = False, smem: int = 0):
     arch = cuda_arch(torch.cuda.get_device_capability(device))
     name, source = cuda_kernel(cfg, full, plain, probe)
     key = (device, arch, name)
     fn = _CUDA_FUNCS.get(key)
     if fn is None:
         cubin = cuda_compile(source, arch)
-        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device)
+        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device, smem)
     return fn
+
+
+def _cuda_pipe(cfg: tuple) -> int:
+    return (tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):])[2] if len(cfg) > 5 else _CUDA_SHAPE[2]
+
+
+def _cuda_smem(cfg: tuple) -> int:
+    """Dynamic shared memory of a config: PIPE stages of the block's rows x step (a and scales)."""
+    pipe = _cuda_pipe(cfg)
+    return pipe * _cuda_rows(cfg) * cfg[0] * cfg[2] * 18 if pipe >= 3 else 0
 
 
 # --------------------------------------------------------------------------- validation
@@ -1181,15 +1270,21 @@ def _cuda_backend(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -
         ss = (0, m * (k // 16), b.shape[0] * (k // 16))
         sfa, sfb = sfa_p, sfb_p
     scalars = (chunks, a.stride(0), a.stride(2), b.stride(2), *ss, c.stride(0), c.stride(2))
-    key = (a.device, m, l, scalars, cfg, plain, probe)
+    key = (a.device, m, l, scalars, cfg, plain, probe, sfa.data_ptr() % 16)
     run = _CUDA_LAUNCH.get(key)
     if run is None:
         rows = _cuda_rows(cfg)
         if m % rows or cfg[0] not in (2, 4, 8, 16, 32):
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
-        full = chunks % (cfg[0] * cfg[2]) == 0
-        fn = _cuda_function(a.device, cfg, full, plain, probe)
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
+        step = cfg[0] * cfg[2]
+        full = chunks % step == 0
+        if _cuda_pipe(cfg) >= 3 and not (plain and full and step % 8 == 0 and (ss[0] | sfa.data_ptr()) % 16 == 0
+                                        and (l == 1 or ss[1] % 16 == 0)):
+            # bulk copies need whole steps and 16-byte aligned rows of plain scales: else plain loads
+            cfg = tuple(cfg[:5]) + (tuple(cfg[5:]) + _CUDA_SHAPE[len(cfg[5:]):])[:2] + (1, 0)
+        smem = _cuda_smem(cfg)
+        fn = _cuda_function(a.device, cfg, full, plain, probe, smem)
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars, smem)
     if a.device.index != torch.cuda.current_device():
         with torch.cuda.device(a.device):
             run(a, b, sfa, sfb, c)

@@ -147,7 +147,7 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     built, launched = [], []
 
     class FakeLaunch:
-        def __init__(self, fn, grid, threads, scalars):
+        def __init__(self, fn, grid, threads, scalars, smem=0):
             built.append((fn, grid, threads, scalars))
 
         def __call__(self, *ptrs):
@@ -155,7 +155,7 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
 
     monkeypatch.setattr(submission, "_CUDA_LAUNCH", {})
     monkeypatch.setattr(submission, "_CudaLaunch", FakeLaunch)
-    monkeypatch.setattr(submission, "_cuda_function", lambda dev, cfg, full, plain, probe=False:
+    monkeypatch.setattr(submission, "_cuda_function", lambda dev, cfg, full, plain, probe=False, smem=0:
                         submission.cuda_kernel(cfg, full, plain, probe)[0])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
     m, k, l = 256, 1536, 3
