@@ -1125,9 +1125,11 @@ _DECODES = {"tl": 0, "f16x2": 1, "dp4a": 2, "loads-only": 3}  # the last: a timi
 # The GPU's group dot: dp4a beat f16x2 by 1-5% (best configs: 29.3 vs 30.9, 49.7 vs 51.5, 16.6
 # vs 17.0 us) and tl (fp32 per nibble) by 2x.
 _TRITON_DECODE = "dp4a"
-# Plain vs permuted scales (both read where the plain ones are on a's device): see
-# benchmarks/NOTES.md, "plain or permuted scales".
-_TRITON_PLAIN = True
+# Plain vs permuted scales, where the plain ones are on a's device: the permuted ones, measured
+# faster for this kernel (H100, same run, L2 cold: 29.31 vs 44.82 us on 7168x16384x1, 50.54
+# vs 72.82 on 4096x7168x8, 16.56 vs 23.89 on 7168x2048x4; its [rows, groups] tile of byte
+# loads from the plain layout is not vectorised); benchmarks/NOTES.md has the runs.
+_TRITON_PLAIN = False
 
 
 def _triton_default(m: int, k: int, l: int) -> tuple:
@@ -1258,7 +1260,9 @@ def _cuda_rows(cfg: tuple) -> int:
     return warps * (32 // lpr) * rpt
 
 
-def _cuda_backend(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> torch.Tensor:
+def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> tuple:
+    """(launch, index of the sfa tensor it reads: 2 plain / 4 permuted) for these inputs,
+    built (compiled, loaded) on first use of a key."""
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     plain = _plain_scales(data, k, 2)
     if cfg is None:
@@ -1268,7 +1272,7 @@ def _cuda_backend(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -
         ss = (sfa.stride(0), sfa.stride(2), sfb.stride(2))
     else:
         ss = (0, m * (k // 16), b.shape[0] * (k // 16))
-        sfa, sfb = sfa_p, sfb_p
+        sfa = sfa_p
     scalars = (chunks, a.stride(0), a.stride(2), b.stride(2), *ss, c.stride(0), c.stride(2))
     key = (a.device, m, l, scalars, cfg, plain, probe, sfa.data_ptr() % 16)
     run = _CUDA_LAUNCH.get(key)
@@ -1285,11 +1289,17 @@ def _cuda_backend(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -
         smem = _cuda_smem(cfg)
         fn = _cuda_function(a.device, cfg, full, plain, probe, smem)
         run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars, smem)
-    if a.device.index != torch.cuda.current_device():
-        with torch.cuda.device(a.device):
-            run(a, b, sfa, sfb, c)
+    return run, 2 if plain else 4
+
+
+def _cuda_backend(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> torch.Tensor:
+    run, si = _cuda_prepared(data, m, k, l, cfg, probe)
+    c = data[6]
+    if data[0].device.index != torch.cuda.current_device():
+        with torch.cuda.device(data[0].device):
+            run(data[0], data[1], data[si], data[si + 1], c)
     else:
-        run(a, b, sfa, sfb, c)
+        run(data[0], data[1], data[si], data[si + 1], c)
     return c
 
 
@@ -1554,7 +1564,35 @@ def run_backend(name: str, data, cfg=None) -> torch.Tensor:
     return _RUN[name](data, m, k, l, cfg)
 
 
+# Per-call fast path: the decision of the first call (checks passed, backend picked, kernel
+# built) is kept per input signature (shapes, strides, dtypes, devices, pointer alignment, the
+# environment); a later call with the same signature skips straight to the launch. The
+# harness hands each call fresh clones with the same signature, so this is every timed call.
+_FAST = {}
+
+
+def _signature(data) -> tuple:
+    a, b, sfa, sfb, sfa_p, sfb_p, c = data
+    return (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
+            sfa.shape, sfa.stride(), sfa.dtype, sfa.device, sfb.shape, sfb.stride(), sfb.dtype, sfb.device,
+            sfa_p.shape, sfa_p.stride(), sfa_p.dtype, sfa_p.device, sfb_p.shape, sfb_p.stride(), sfb_p.dtype,
+            sfb_p.device, c.shape, c.stride(), c.dtype, c.device,
+            (a.data_ptr() | b.data_ptr() | sfa.data_ptr() | sfb.data_ptr() | sfa_p.data_ptr()) & 15,
+            os.environ.get(_ENV), os.environ.get(_ENV_CONFIG))
+
+
 def custom_kernel(data: input_t) -> output_t:
+    try:
+        sig = _signature(data)
+        fast = _FAST.get(sig)
+    except Exception:  # noqa: BLE001 - not the expected tuple: the checks below say what is wrong
+        sig = fast = None
+    if fast is not None:
+        run, si = fast
+        if si:
+            run(data[0], data[1], data[si], data[si + 1], data[6])
+            return data[6]
+        return run(data)
     m, k, l = _check(data)
     name = select_backend(data[0].device)
     if name == "fastest":
@@ -1563,4 +1601,10 @@ def custom_kernel(data: input_t) -> output_t:
         problem = _layout_problem(name, data)
         if problem:
             raise ValueError(problem)
-    return _RUN[name](data, m, k, l)
+    out = _RUN[name](data, m, k, l)
+    if sig is not None and (data[0].device.type != "cuda" or torch.cuda.device_count() == 1):
+        if name == "cuda":
+            _FAST[sig] = _cuda_prepared(data, m, k, l)
+        else:
+            _FAST[sig] = (lambda d, f=_RUN[name], shape=(m, k, l): f(d, *shape)), 0
+    return out

@@ -29,6 +29,13 @@ def _run(data, decode=""):
     return submission._triton_backend(data, *submission._check(data), decode=decode)
 
 
+def _run_cfg(data, cfg, plain=None, monkeypatch=None):
+    data[6].fill_(float("nan"))
+    if plain is not None:
+        monkeypatch.setattr(submission, "_TRITON_PLAIN", plain)
+    return submission._triton_backend(data, *submission._check(data), cfg)
+
+
 def _assert_close(out, data, rtol=KERNEL_RTOL, atol=KERNEL_ATOL):
     expected = reference.ref_kernel(data[:6] + (data[6].clone(),))
     assert out.data_ptr() == data[6].data_ptr(), "the triton backend writes into c"
@@ -83,13 +90,15 @@ def test_interpreter_matches_brute_force(m, k, l, dist):
 
 @pytest.mark.skipif(HAS_CUDA, reason="interpreter test")
 @pytest.mark.parametrize("cfg", [(8, 32, 1, 1), (8, 32, 2, 3), (4, 256, 1, 1), (2, 128, 2, 1), (1, 64, 1, 1)])
-def test_interpreter_tile_shapes(cfg, monkeypatch):
-    """The tile shapes the sweep uses compute the same function, with a ragged last step
-    (K / 16 = 44 groups) and without (K / 16 = 64)."""
+@pytest.mark.parametrize("plain", [False, True], ids=["permuted-scales", "plain-scales"])
+def test_interpreter_tile_shapes(cfg, plain, monkeypatch):
+    """The tile shapes the sweep uses compute the same function from either scale layout,
+    with a ragged last step (K / 16 = 44 groups) and without (K / 16 = 64)."""
     for m, k, l in ((128, 704, 2), (256, 1024, 1)):
-        monkeypatch.setitem(submission._TRITON_CONFIGS, (m, k, l), cfg)
         data = make_input(m, k, l, 31, "cpu", "full-range")
-        _assert_close(_run(data), data)
+        if plain:  # the permuted copies poisoned: only the plain scales can give the right answer
+            data = data[:4] + (data[4].clone().fill_(float("nan")), data[5].clone().fill_(float("nan"))) + data[6:]
+        _assert_close(_run_cfg(data, cfg, plain, monkeypatch), data)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="interpreter test")
@@ -111,7 +120,7 @@ def test_brute_force_agrees_with_reference():
 @pytest.mark.parametrize("m, k, l", [(128, 64, 1), (256, 2112, 3), (7168, 16384, 1), (4096, 7168, 8),
                                      (7168, 2048, 4), (128 * 7, 64 * 33, 5)])
 def test_config_is_valid_for_any_shape(m, k, l):
-    block_m, block_g, warps, stages = submission._triton_config(m, k, l)
+    block_m, block_g, warps, stages = submission._triton_default(m, k, l)
     assert 128 % block_m == 0 and block_g & (block_g - 1) == 0 and block_g >= 4
     assert block_g <= max(4, k // 16) * 2 and warps in (1, 2, 4, 8) and stages >= 1
 
@@ -301,7 +310,7 @@ def test_gpu_auto_dispatch(monkeypatch):
     support = submission.backend_support(dev)
     assert support["triton"][0]
     if torch.cuda.get_device_capability()[0] != 10:
-        assert submission.select_backend(dev) == "triton"
+        assert submission.select_backend(dev) == "fastest"
         assert not support["scaled_mm"][0]
         monkeypatch.setenv("NVFP4_GEMV_BACKEND", "scaled_mm")
         data = make_input(128, 256, 1, 1, "cuda")
