@@ -1,6 +1,7 @@
-"""Kernel benchmark for the nvfp4_gemv submission (a script, not a test; needs a CUDA GPU).
+"""Kernel benchmark of submission.py against the read ceiling (needs a CUDA GPU).
 
-For each benchmark shape of shapes.json:
+A script, not a test; without CUDA it says so and exits 2. For each shape (default: the
+benchmark shapes of shapes.json):
   1. correctness first: the timed backend against reference.ref_kernel (exact) on official
      and full-range data, output poisoned with NaN; a mismatch aborts the shape.
   2. device time of the kernel, L2 cold: 8 rotating input sets (bytes together well above
@@ -11,8 +12,12 @@ For each benchmark shape of shapes.json:
      event, sync) beside the bare-launch floor (same protocol, empty Triton kernel), and the
      host cost per call of custom_kernel and of a bare Triton launch.
 
-Usage:
+The table records the backend that ran (the submission's ``select_backend``; for
+"fastest", the pick it cached for the shape where it exposes one).
+
+Usage (repository root):
   python3 benchmarks/bench_kernel.py                       # table for the submission as is
+  python3 benchmarks/bench_kernel.py --shapes tests        # the official test shapes instead
   python3 benchmarks/bench_kernel.py --sweep               # also time candidate configs
   python3 benchmarks/bench_kernel.py --md benchmarks/RESULTS.md --json out.json
 """
@@ -32,13 +37,14 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+import eval as ev  # noqa: E402  shape sets, backend picks
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
-SHAPES = json.loads((ROOT / "shapes.json").read_text())["benchmarks"]
 N_SETS = 8
+DEFAULT_REPS = 40
 
 # Tile shapes (BLOCK_M, BLOCK_G, num_warps) kept after the broad sweeps of NOTES.md (BLOCK_G
 # 16..1024, 1..8 warps, 1..16 rows per thread, num_stages 1..4, register prefetch, K-step
@@ -96,21 +102,58 @@ def env_info() -> dict:
         "device": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability(0)),
         "sms": p.multi_processor_count, "l2_mb": getattr(p, "L2_cache_size", 0) / 1e6,
         "torch": torch.__version__, "triton": triton.__version__, "date": datetime.date.today().isoformat(),
-        "backend_support": {k: list(v) for k, v in submission.backend_support(torch.device("cuda")).items()},
+        "backend_support": {k: list(v) for k, v in getattr(submission, "backend_support", dict)(
+            torch.device("cuda")).items()},
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", action="store_true", help="time the candidate configs too")
-    ap.add_argument("--shapes", default="", help="comma-separated indices into shapes.json benchmarks")
-    ap.add_argument("--reps", type=int, default=40)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--md", default="")
-    args = ap.parse_args()
+def backend_that_ran(m: int, k: int, l: int) -> str:
+    """The backend custom_kernel used for this shape: the submission's ``select_backend``, and
+    for "fastest" the pick it cached for the shape (``eval._backend_picks``) where it exposes
+    one; "unknown" for a submission without ``select_backend``."""
+    select = getattr(submission, "select_backend", None)
+    if select is None:
+        return "unknown"
+    name = select(torch.device("cuda"))
+    pick = ev._backend_picks().get(f"{m}x{k}x{l}") if name == "fastest" else None
+    return f"{name}: {pick}" if pick else name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/bench_kernel.py", description=__doc__.split("\n\n")[0],
+                                 epilog="Progress and the table go to stdout. NVFP4_GEMV_BACKEND is ignored: the "
+                                        "submission's own (auto) choice is what is timed and recorded.")
+    ap.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
+                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
+    ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
+                    help="timed calls per shape for the device time (median; default %(default)s)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time the candidate Triton tile configs, cache hints and decodes per shape "
+                         "(the kit's own submission only; minutes)")
+    ap.add_argument("--json", metavar="PATH", default="",
+                    help="also write the environment, rows and sweeps as JSON to PATH")
+    ap.add_argument("--md", metavar="PATH", default="",
+                    help="also write the table as markdown to PATH (the format of benchmarks/RESULTS.md)")
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.reps < 1:
+        ap.error("--reps must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
+              "On the CPU: python eval.py (correctness) and python3 -m pytest", file=sys.stderr)
+        return 2
     info = env_info()
     print(json.dumps(info))
-    picks = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
+    picks = ev.shape_set(args.shapes)
     os.environ.pop("NVFP4_GEMV_BACKEND", None)
     floor = timing.median(timing.bare_launch_floor())
     bare_host = timing.bare_launch_host_cost()
@@ -163,17 +206,19 @@ def main() -> int:
             sweeps[shape] = res
             submission._TRITON_CONFIGS.clear()
             submission._TRITON_CONFIGS.update(saved_configs)
-        backend = submission.select_backend(torch.device("cuda"))
         bad = check(submission.custom_kernel, cases)
+        backend = backend_that_ran(m, k, l)  # after the calls above: a "fastest" pick is made by then
         if bad:
             print(f"   {shape}: custom_kernel ({backend}) WRONG: {bad}")
             rows.append({"shape": shape, "backend": backend, "wrong": bad})
             continue
-        run = {"triton": triton_fn(m, k, l)}.get(backend, submission.custom_kernel)
+        triton_ran = backend in ("triton", "fastest: triton")
+        run = triton_fn(m, k, l) if triton_ran else submission.custom_kernel
         dev = timing.median(timing.device_times(run, sets, args.reps))
         harness = timing.median(timing.harness_times(submission.custom_kernel, sets[0]))
         host = timing.host_cost(submission.custom_kernel, sets[0])
-        row = {"shape": shape, "backend": backend, "config": list(submission._triton_config(m, k, l)),
+        row = {"shape": shape, "backend": backend,
+               "config": list(submission._triton_config(m, k, l)) if triton_ran else None,
                "bytes": nbytes, "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": dev,
                "ratio": ceil["us"] / dev, "harness_us": harness, "floor_us": floor, "host_us": host,
                "bare_host_us": bare_host, "sol_b200_us": s.get("sol_us"),
@@ -184,10 +229,16 @@ def main() -> int:
               f"ratio {row['ratio']:.3f}; harness {harness:.2f} us (floor {floor:.2f}); host/call {host:.1f} us "
               f"(bare launch {bare_host:.1f}); direct launch path: {row['direct_launch']}", flush=True)
     print_table(info, rows)
+    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + (sys.argv[1:] if argv is None else list(argv)))
     if args.json:
-        Path(args.json).write_text(json.dumps({"info": info, "rows": rows, "sweeps": sweeps}, indent=1, default=str))
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"info": info, "command": command, "rows": rows, "sweeps": sweeps},
+                                              indent=1, default=str))
+        print(f"wrote JSON: {args.json}", file=sys.stderr)
     if args.md:
-        write_md(Path(args.md), info, rows, " ".join(["python3", "benchmarks/bench_kernel.py"] + sys.argv[1:]))
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        write_md(Path(args.md), info, rows, command)
+        print(f"wrote markdown: {args.md}", file=sys.stderr)
     return 0 if all("wrong" not in r for r in rows) else 1
 
 
@@ -199,7 +250,8 @@ def table_lines(info, rows) -> list[str]:
         if "wrong" in r:
             out.append(f"| {r['shape']} | {r['backend']} | WRONG | | | | | |")
             continue
-        out.append(f"| {r['shape']} | {r['backend']} {tuple(r['config'])} | {r['kernel_us']:.2f} | "
+        config = f" {tuple(r['config'])}" if r.get("config") else ""
+        out.append(f"| {r['shape']} | {r['backend']}{config} | {r['kernel_us']:.2f} | "
                    f"{r['ceiling_us']:.2f} | {r['ratio']:.3f} | {r['harness_us']:.2f} | {r['floor_us']:.2f} | "
                    f"{r['host_us']:.1f} ({r['bare_host_us']:.1f}) |")
     return out
