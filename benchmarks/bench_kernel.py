@@ -269,7 +269,7 @@ def write_md(path: Path, info, rows, command):
         f"Device: {info['device']} (compute capability {info['capability'][0]}.{info['capability'][1]}, "
         f"{info['sms']} SMs, L2 {info['l2_mb']:.0f} MB). Date: {info['date']}. "
         f"torch {info['torch']}, triton {info['triton']}.", "",
-        f"Command (repository root, on the device): `{command}`", "",
+        f"Command (on a CUDA machine, from the repository root): `{command}`", "",
         "Kernel: device time, L2 cold (8 rotating input sets, events per call, median of the calls). "
         "Read ceiling: the same protocol around a plain read of the same bytes (a + sfa + b row 0 + "
         "sfb row 0 + c). Harness: the leaderboard protocol (sync, clear L2, event, custom_kernel, event, "
