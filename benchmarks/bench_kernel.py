@@ -102,7 +102,7 @@ def env_info() -> dict:
         "device": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability(0)),
         "sms": p.multi_processor_count, "l2_mb": getattr(p, "L2_cache_size", 0) / 1e6,
         "torch": torch.__version__, "triton": triton.__version__, "date": datetime.date.today().isoformat(),
-        "backend_support": {k: list(v) for k, v in getattr(submission, "backend_support", dict)(
+        "backend_support": {k: list(v) for k, v in getattr(submission, "backend_support", lambda device: {})(
             torch.device("cuda")).items()},
     }
 
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
-              "On the CPU: python eval.py (correctness) and python3 -m pytest", file=sys.stderr)
+              "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
     info = env_info()
     print(json.dumps(info))
@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                "direct_launch": any(v is not None and key[1] == m and key[2] == l and key[0][0] == k // 16
                                     for key, v in submission._TRITON_LAUNCH.items())}
         rows.append(row)
-        print(f"   {shape} [{backend} {row['config']}]: kernel {dev:.2f} us, ceiling {ceil['us']:.2f} us, "
+        config = f" {tuple(row['config'])}" if row["config"] else ""
+        print(f"   {shape} [{backend}{config}]: kernel {dev:.2f} us, ceiling {ceil['us']:.2f} us, "
               f"ratio {row['ratio']:.3f}; harness {harness:.2f} us (floor {floor:.2f}); host/call {host:.1f} us "
               f"(bare launch {bare_host:.1f}); direct launch path: {row['direct_launch']}", flush=True)
     print_table(info, rows)
