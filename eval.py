@@ -11,9 +11,9 @@ from reading the public gpu-mode/reference-kernels ``problems/nvidia/eval.py``):
 
 * ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it
   is unset, 2 with fewer than two arguments or an unknown mode, 113 for an unreadable test
-  file or a line that does not parse; each with one line on stderr). A ``POPCORN_FD`` that names no open file
-  descriptor stops the run with one line on stderr and exit 1 (the server's traceback exits
-  1 too). Exit 0 when everything passed, 112 when not.
+  file or a line that does not parse; each with one line on stderr). A ``POPCORN_FD`` that
+  names no open file descriptor stops the run with one line on stderr and exit 1 (the
+  server's traceback exits 1 too). Exit 0 when everything passed, 112 when not.
 * ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
   ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
 * Every case runs in one long-lived ``spawn`` worker process; the submission receives
