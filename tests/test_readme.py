@@ -73,6 +73,35 @@ def test_readme_has_the_commands_this_test_expects():
     assert all(any(c.startswith(prefix) for c in commands) for prefix in NOT_RUN), "a NOT_RUN entry is stale"
 
 
+def test_readme_puts_the_cpu_install_first():
+    """A CPU user reading top to bottom installs the CPU build of torch before the project
+    (the other way round, pip pulls a CUDA build of torch and its nvidia wheels)."""
+    commands = [c for _, c, _ in COMMANDS]
+    cpu_torch = next(i for i, c in enumerate(commands) if "download.pytorch.org/whl/cpu" in c)
+    project = next(i for i, c in enumerate(commands) if c.startswith("python3 -m pip install -e"))
+    assert cpu_torch < project
+
+
+# Words of the place the kit was built, not of the kit (spelled in two pieces so that this
+# file does not match itself).
+FOREIGN_WORDS = re.compile("(?i:device " + "tool|nvidia-h100" + "-x1|files" + "_at)|\\$" + "OUT\\b")
+OWN_TEXT = ("*.py", "*.md", "*.json", "*.toml", ".ci/*")
+
+
+def test_the_kit_speaks_of_itself_only():
+    """Docs, code and scripts say what a user needs ("needs a CUDA GPU", "on a CUDA machine"),
+    not the tools of the place the kit was built. Logs kept as results are quoted, not checked."""
+    found = []
+    for pattern in OWN_TEXT:
+        for path in ROOT.glob(pattern) if pattern.startswith(".") else ROOT.rglob(pattern):
+            rel = path.relative_to(ROOT)
+            if any(part.startswith(".") and part != ".ci" for part in rel.parts) or "results" in rel.parts:
+                continue
+            text = path.read_text(errors="replace")
+            found += [f"{rel}: {hit!r}" for hit in FOREIGN_WORDS.findall(text)]
+    assert not found, found
+
+
 def test_readme_flags_match_the_kit():
     """The choices README lists for eval.py are the kit's own."""
     text = " ".join(README.read_text().split())
