@@ -10,9 +10,15 @@ every fact taken from it -- exit codes, seeds, the loops' repeat and time limits
 the inputs -- are recorded once, in README.md, section "The server revision this kit mirrors";
 the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them. In short:
 
-* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD``; ``POPCORN_SEED``
-  (removed from the environment once read) mixes into every case seed (``combine_seeds``).
-* Every case runs in one long-lived ``spawn`` worker process on clones of its inputs.
+* ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it
+  is unset, 2 with fewer than two arguments or an unknown mode, 113 for an unreadable test
+  file or a line that does not parse; each with one line on stderr). A ``POPCORN_FD`` that
+  names no open file descriptor stops the run with one line on stderr and exit 1 (the
+  server's traceback exits 1 too). Exit 0 when everything passed, 112 when not.
+* ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
+  ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
+* Every case runs in one long-lived ``spawn`` worker process; the submission receives
+  clones of the inputs.
 * test: ``test-count``, then per case ``test.{i}.spec``, ``test.{i}.status`` pass|fail and
   ``test.{i}.error``; then ``check``.
 * benchmark: a warm-up, then per case one untimed correctness check and a timed loop
@@ -51,7 +57,12 @@ HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
 of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
-worker inherits the environment.
+worker inherits the environment. Before any case runs, human mode checks what the protocol
+mode leaves to the cases: the shapes (``--shapes``: a named set of shapes.json or a file,
+every case valid for the problem) and, where the submission has ``select_backend(device)``,
+that its backend can run here; either failing stops with one line on stderr and exit 2, as
+do the timed modes without CUDA. A case that runs longer than ``HEARTBEAT_S`` prints a
+"still running" line every ``HEARTBEAT_S`` seconds.
 """
 
 from __future__ import annotations
@@ -72,6 +83,7 @@ import threading
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -88,6 +100,7 @@ SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")
 KIT_SUPPORT_FILES = ("nvfp4.py", "quant.py")
 
 EXIT_OK, EXIT_USAGE, EXIT_NO_FD, EXIT_FAIL, EXIT_BAD_TESTS = 0, 2, 111, 112, 113
+EXIT_BAD_FD = 1  # POPCORN_FD names no open descriptor: the server dies with a traceback, exit 1
 MODES = ("test", "benchmark", "leaderboard", "profile")
 
 # (max repeats, budget in ns of summed kernel time) of each timed loop.
@@ -102,6 +115,11 @@ RECHECK_SEED_STEP = 13
 CPU_MAX_REPEATS = 5  # host-clock fallback without CUDA: a verdict, not a timing
 
 INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted")  # c is the output
+CASE_KEYS = ("m", "k", "l", "seed")  # what generate_input takes
+# Named sets of shapes.json, the same words in eval.py, benchmarks/compare.py and
+# benchmarks/bench_kernel.py: the official correctness cases, the timed cases, both.
+SHAPE_SETS = ("tests", "benchmarks", "all")
+HEARTBEAT_S = 10.0  # human mode: a "still running" line after this long in one case, and again
 ENV_DISTRIBUTION = "NVFP4_EVAL_DISTRIBUTION"
 ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
 ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
@@ -132,15 +150,15 @@ def parse_test_cases(text: str, secret_seed: int | None = None) -> list[TestCase
     """Lines like ``m: 128; k: 256; l: 1; seed: 1111`` -> test cases (integers converted).
 
     Every ';'-separated part of every line must match ``key: value``; a blank line does not.
-    Raises TestFileError naming the line and the part.
+    Raises TestFileError naming the line (number and text) and the part.
     """
     cases = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         args = {}
         for part in line.split(";"):
             hit = _CASE_RE.fullmatch(part)
             if hit is None:
-                raise TestFileError(f"invalid test case: '{line}': '{part}'")
+                raise TestFileError(f"line {number}: invalid test case: '{line}': '{part}'")
             key, value = hit[1], hit[2]
             try:
                 value = int(value)
@@ -152,6 +170,53 @@ def parse_test_cases(text: str, secret_seed: int | None = None) -> list[TestCase
         for case in cases:
             if "seed" in case.args:
                 case.args["seed"] = combine_seeds(case.args["seed"], secret_seed)
+    return cases
+
+
+def case_problem(args: dict) -> str:
+    """'' when a parsed case is one nvfp4_gemv can run (exactly the integer keys m, k, l, seed
+    with m a positive multiple of 128, k a positive multiple of 64, l >= 1), else what is wrong."""
+    missing = [key for key in CASE_KEYS if key not in args]
+    unknown = [key for key in args if key not in CASE_KEYS]
+    if missing or unknown:
+        return (f"a case has exactly the keys {', '.join(CASE_KEYS)}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    not_int = [key for key in CASE_KEYS if not isinstance(args[key], int)]
+    if not_int:
+        return f"{', '.join(not_int)} must be integers"
+    m, k, l = args["m"], args["k"], args["l"]
+    if m <= 0 or m % 128:
+        return f"m must be a positive multiple of 128, got {m}"
+    if k <= 0 or k % 64:
+        return f"k must be a positive multiple of 64, got {k}"
+    if l < 1:
+        return f"l must be >= 1, got {l}"
+    return ""
+
+
+def read_test_file(path: Path | str) -> list[TestCase]:
+    """A test file for the human mode, checked before any case runs: readable, not a directory,
+    at least one case, every case valid for the problem (``case_problem``). Raises
+    TestFileError naming the file, the line number and what is wrong."""
+    path = Path(path)
+    if path.is_dir():
+        raise TestFileError(f"{path} is a directory, not a test file of lines like "
+                            "'m: 128; k: 256; l: 1; seed: 1111'")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TestFileError(f"could not read test file {path}: {exc}") from None
+    try:
+        cases = parse_test_cases(text)
+    except TestFileError as exc:
+        raise TestFileError(f"{path}, {exc}") from None
+    if not cases:
+        raise TestFileError(f"{path} holds no test cases (lines like 'm: 128; k: 256; l: 1; seed: 1111')")
+    for number, case in enumerate(cases, 1):
+        problem = case_problem(case.args)
+        if problem:
+            raise TestFileError(f"{path}, line {number}: {problem}: '{case.spec}'")
     return cases
 
 
@@ -168,6 +233,23 @@ def load_shapes(path: Path | str = SHAPES_JSON) -> dict:
 
 def test_file_text(cases: list[dict]) -> str:
     return "\n".join(spec_line(c) for c in cases) + "\n"
+
+
+def shape_set(name: str, shapes: dict | None = None) -> list[dict]:
+    """The cases of a named set (``SHAPE_SETS``) of shapes.json: "tests", "benchmarks", or "all"
+    (benchmarks, then tests); a shape (m, k, l) listed twice is kept once."""
+    shapes = load_shapes() if shapes is None else shapes
+    if name not in SHAPE_SETS:
+        raise ValueError(f"unknown shape set {name!r}; choose from {', '.join(SHAPE_SETS)}")
+    picks = {"tests": shapes["tests"], "benchmarks": shapes["benchmarks"],
+             "all": shapes["benchmarks"] + shapes["tests"]}[name]
+    out, seen = [], set()
+    for case in picks:
+        key = (case["m"], case["k"], case["l"])
+        if key not in seen:
+            seen.add(key)
+            out.append(case)
+    return out
 
 
 # =========================================================================== statistics
@@ -221,9 +303,9 @@ def _worker_init(submission_path: str | None, distribution: str, check_inputs: b
                           check_inputs=check_inputs)
 
 
-def _custom_kernel():
-    """The submission's ``custom_kernel``: ``import submission`` (the server's layout) or the
-    file given to the human mode, loaded under the module name ``submission``."""
+def _submission():
+    """The submission module: ``import submission`` (the server's layout) or the file given to
+    the human mode, loaded under the module name ``submission``."""
     path = _worker_config["submission"]
     if path is not None and "submission" not in sys.modules:
         path = Path(path).resolve()
@@ -236,8 +318,39 @@ def _custom_kernel():
         except BaseException:
             del sys.modules["submission"]
             raise
-    from submission import custom_kernel
-    return custom_kernel
+    import submission
+    return submission
+
+
+def _custom_kernel():
+    return _submission().custom_kernel
+
+
+def _backend_here() -> tuple[str, str]:
+    """("ok", name) with the backend the submission's ``select_backend(device)`` picks for the
+    device the inputs live on; ("cannot run", why) when it raises; ("unknown", "") when the
+    submission has no such function or does not import (its cases then say why)."""
+    try:
+        select = getattr(_submission(), "select_backend", None)
+    except BaseException:
+        return "unknown", ""
+    if not callable(select):
+        return "unknown", ""
+    import torch
+    try:
+        return "ok", str(select(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
+    except BaseException as exc:
+        return "cannot run", _one_line(f"{type(exc).__name__}: {exc}")
+
+
+def _backend_picks() -> dict:
+    """{"MxKxL": backend} from the submission's per-shape choice cache (``_FASTEST``, keys
+    ending in (m, k, l)) where it has one; {} otherwise."""
+    try:
+        cache = getattr(sys.modules.get("submission"), "_FASTEST", None) or {}
+        return {"x".join(str(v) for v in key[-3:]): str(name) for key, name in cache.items()}
+    except Exception:
+        return {}
 
 
 def _one_line(text: str) -> str:
@@ -248,6 +361,16 @@ def _describe(exc: BaseException, doing: str) -> str:
     print(f"{doing} raised:", file=sys.stderr)
     traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     return _one_line(f"{doing} raised {type(exc).__name__}: {exc}")
+
+
+def _distributions() -> tuple:
+    """The input distributions eval.py offers (quant.DISTRIBUTIONS); the one place that asks.
+    Beside the server's own reference.py there is no quant.py: then only "official"."""
+    try:
+        from quant import DISTRIBUTIONS
+    except ImportError:
+        return ("official",)
+    return tuple(DISTRIBUTIONS)
 
 
 def _generate(args: dict):
@@ -421,9 +544,12 @@ def _run_profile_case(args: dict):
 class Worker:
     """One spawned worker process that runs case after case; replaced if it dies."""
 
-    def __init__(self, submission: str | None, distribution: str, check_inputs: bool):
+    def __init__(self, submission: str | None, distribution: str, check_inputs: bool, heartbeat=None):
+        """``heartbeat(seconds)``, if given, is called every ``HEARTBEAT_S`` seconds that one
+        call has been running (human mode: a "still running" line)."""
         self._initargs = (submission, distribution, check_inputs)
         self._pool = None
+        self._heartbeat = heartbeat
 
     def call(self, fn, *args):
         """fn(*args) in the worker; ``WorkerDied`` if the process died on it."""
@@ -431,7 +557,13 @@ class Worker:
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_worker_init, initargs=self._initargs)
         try:
-            return self._pool.submit(fn, *args).result()
+            future = self._pool.submit(fn, *args)
+            t0 = time.monotonic()
+            while True:
+                try:
+                    return future.result(timeout=HEARTBEAT_S if self._heartbeat else None)
+                except FutureTimeout:
+                    self._heartbeat(time.monotonic() - t0)
         except BrokenProcessPool as exc:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
@@ -571,17 +703,12 @@ def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median:
 
 
 def _distribution_from(name: str) -> str:
-    """``name`` if it is a key of ``quant.DISTRIBUTIONS``, else ValueError naming the choices.
-    "official" needs no quant.py (the server's layout has none)."""
-    if name == "official":
+    if name == "official":  # the server's values: no need to ask (the server's reference.py has no list)
         return name
-    try:
-        from quant import DISTRIBUTIONS
-    except ImportError as exc:
-        raise ValueError(f"distribution {name!r} needs the kit's quant.py (and nvfp4.py) beside eval.py: {exc}") \
-            from exc
-    if name not in DISTRIBUTIONS:
-        raise ValueError(f"unknown distribution {name!r}; choose from {', '.join(DISTRIBUTIONS)}")
+    choices = _distributions()
+    if name not in choices:
+        hint = "" if len(choices) > 1 else " (the others need the kit's quant.py and nvfp4.py beside eval.py)"
+        raise ValueError(f"unknown distribution {name!r}; choose from {', '.join(choices)}{hint}")
     return name
 
 
@@ -595,6 +722,8 @@ def protocol_main(argv: list[str]) -> int:
     if not fd:
         return EXIT_NO_FD
     if len(argv) < 2:
+        print(f"usage: POPCORN_FD=<fd> python eval.py {'|'.join(MODES)} TESTFILE (got {len(argv)} "
+              "argument(s))", file=sys.stderr)
         return EXIT_USAGE
     mode, test_file = argv[0], argv[1]
     if mode not in MODES:
@@ -618,7 +747,12 @@ def protocol_main(argv: list[str]) -> int:
         print(f"{ENV_DISTRIBUTION}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    out = os.fdopen(int(fd), "w")
+    try:
+        out = os.fdopen(int(fd), "w")
+    except (OSError, ValueError) as exc:
+        print(f"POPCORN_FD={fd} is not an open file descriptor ({exc}): protocol mode writes its results "
+              f"there, e.g. `POPCORN_FD=3 python eval.py {mode} {test_file} 3>log.txt`", file=sys.stderr)
+        return EXIT_BAD_FD
     os.set_inheritable(int(fd), False)
 
     def log(key, value):
@@ -775,14 +909,16 @@ def _fmt(value, spec=".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def format_table(summary: dict, device: str = "") -> str:
-    """The human-readable table of one mode's ``summarize`` output."""
+def format_table(summary: dict, device: str = "", backend: str = "") -> str:
+    """The human-readable table of one mode's ``summarize`` output (``backend``: the submission's
+    backend that ran, named in the first line)."""
     mode, rows = summary["mode"], summary["cases"]
     lines = []
+    device = (device or "unknown device") + (f", backend {backend}" if backend else "")
     if mode in ("benchmark", "leaderboard"):
         b200 = "B200" in device.upper()
         note = "" if b200 else "   <- SOL: official B200 figures; this GPU is not a B200"
-        lines.append(f"{mode}: {device or 'unknown device'}")
+        lines.append(f"{mode}: {device}")
         head = (f"{'m':>6} {'k':>6} {'l':>2} {'runs':>5} {'mean µs':>10} {'median µs':>10} "
                 f"{'best µs':>10} {'worst µs':>10} {'SOL µs':>8} {'% of SOL':>9}")
         lines += [head + note, "-" * len(head)]
@@ -799,7 +935,7 @@ def format_table(summary: dict, device: str = "") -> str:
         lines.append(f"geomean of medians: {_fmt(summary['geomean_median_us'])} µs")
         lines.append("% of SOL = SOL µs / mean µs (100% = at the speed of light)")
     else:
-        lines.append(f"{mode}: {device or 'unknown device'}")
+        lines.append(f"{mode}: {device}")
         for r in rows:
             tail = "pass" if r["status"] == "pass" else f"FAIL: {r.get('error', '')}"
             lines.append(f"  {r['spec']:<40} {tail}")
@@ -816,12 +952,16 @@ def device_name() -> str:
     return "cpu (no CUDA)"
 
 
-def _shape_cases(choice: str, mode: str) -> list[TestCase]:
-    if choice in ("official", "benchmarks"):
-        shapes = load_shapes()
-        key = "tests" if (choice == "official" and mode == "test") else "benchmarks"
-        return parse_test_cases(test_file_text(shapes[key]))
-    return parse_test_cases(Path(choice).read_text())
+def _shape_cases(choice: str | None, mode: str) -> list[TestCase]:
+    """--shapes: a named set (``SHAPE_SETS``; none given: tests in test mode, benchmarks in
+    the others) or a test file, checked by ``read_test_file``. Raises TestFileError."""
+    choice = choice or ("tests" if mode == "test" else "benchmarks")
+    if choice in SHAPE_SETS:
+        return parse_test_cases(test_file_text(shape_set(choice)))
+    if not Path(choice).exists():
+        raise TestFileError(f"--shapes {choice}: neither a shape set ({', '.join(SHAPE_SETS)}) nor an "
+                            "existing file")
+    return read_test_file(choice)
 
 
 def human_main(argv: list[str]) -> int:
@@ -834,11 +974,12 @@ def human_main(argv: list[str]) -> int:
     p.add_argument("--submission", default="submission.py", help="the submission file (default: %(default)s)")
     p.add_argument("--mode", default="test", choices=(*MODES, "all"),
                    help="all = test, then benchmark, then leaderboard, each only if the previous passed")
-    p.add_argument("--shapes", default="official",
-                   help="official (tests for test mode, benchmarks for the timed modes), benchmarks, "
-                        "or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111'")
-    p.add_argument("--distribution", default="official",
-                   help="input values: a key of quant.DISTRIBUTIONS (default: %(default)s)")
+    p.add_argument("--shapes", metavar="|".join(SHAPE_SETS) + "|FILE",
+                   help="tests: the official correctness cases; benchmarks: the timed cases; all: both "
+                        "(all from shapes.json); or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111' "
+                        "(checked before any case runs). Default: tests in test mode, benchmarks in the others")
+    p.add_argument("--distribution", default="official", metavar="|".join(_distributions()),
+                   help="input values (default %(default)s: the server's)")
     p.add_argument("--backend", choices=("auto", "scaled_mm", "triton", "torch"),
                    help=f"sets {ENV_BACKEND} for the submission")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
@@ -852,7 +993,7 @@ def human_main(argv: list[str]) -> int:
         distribution = _distribution_from(args.distribution)
         modes = ["test", "benchmark", "leaderboard"] if args.mode == "all" else [args.mode]
         cases = {m: _shape_cases(args.shapes, m) for m in modes}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # TestFileError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.backend:
@@ -868,19 +1009,37 @@ def human_main(argv: list[str]) -> int:
     def progress(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    def heartbeat(seconds):
+        progress(f"    ... still running ({seconds:.0f} s)")
+
+    requested = os.environ.get(ENV_BACKEND, "auto")
     report = {"submission": str(submission), "device": device, "distribution": distribution,
-              "backend": os.environ.get(ENV_BACKEND, "auto"), "shapes": args.shapes, "modes": {}}
+              "backend": None, "backend_requested": requested,
+              "shapes": {m: args.shapes or ("tests" if m == "test" else "benchmarks") for m in modes},
+              "modes": {}}
     passed = True
     for mode in modes:
         # A fresh worker per mode, as the server starts eval.py once per mode.
-        with Worker(str(submission), distribution, _env_flag(ENV_CHECK_INPUTS, True)) as worker:
+        with Worker(str(submission), distribution, _env_flag(ENV_CHECK_INPUTS, True), heartbeat) as worker:
+            if mode == modes[0]:  # the backend, once, before any case: one line if it cannot run here
+                status, backend = _safe_backend(worker)
+                if status == "cannot run":
+                    print(f"error: the submission cannot run on this machine ({device}): {backend}",
+                          file=sys.stderr)
+                    return EXIT_USAGE
+                report["backend"] = backend or None
+                if backend:
+                    progress(f"[backend] {backend} ({ENV_BACKEND}={requested})")
             results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress)
+            picks = _safe(worker, _backend_picks) if report["backend"] == "fastest" else None
+        if isinstance(picks, dict) and picks:
+            report["backend_picks"] = {**report.get("backend_picks", {}), **picks}
         summary = summarize(mode, results)
         if mode == "profile":
             for r in results:
                 if r.ok:
                     print(f"--- profile {r.spec}\n{r.report}")
-        print(format_table(summary, device), flush=True)
+        print(format_table(summary, device, _backend_label(report)), flush=True)
         print()
         report["modes"][mode] = summary
         if not summary["passed"]:
@@ -890,7 +1049,23 @@ def human_main(argv: list[str]) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        progress(f"wrote JSON: {args.json}")
     return EXIT_OK if passed else EXIT_FAIL
+
+
+def _safe_backend(worker: Worker) -> tuple[str, str]:
+    """``_backend_here`` in the worker; ("unknown", "") if the worker died on it."""
+    out = _safe(worker, _backend_here)
+    return out if isinstance(out, tuple) else ("unknown", "")
+
+
+def _backend_label(report: dict) -> str:
+    """"triton", or "fastest (7168x16384x1: triton, ...)" with the per-shape picks; "" if unknown."""
+    name = report.get("backend") or ""
+    picks = report.get("backend_picks")
+    if name == "fastest" and picks:
+        name += " (" + ", ".join(f"{shape}: {pick}" for shape, pick in picks.items()) + ")"
+    return name
 
 
 def main(argv: list[str] | None = None) -> int:

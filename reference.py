@@ -100,12 +100,57 @@ def _scaled_rows(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return (vals * sc).to(torch.float64)  # e2m1 x e4m3 needs 7 significant bits: exact in fp32
 
 
+def _validate(data) -> None:
+    """What ``ref_kernel`` reads, checked with submission.py's ``_check`` messages: a ValueError
+    or TypeError naming the constraint (dtype, M % 128, K % 64, shapes, device). The plain
+    scales may live on the CPU (as the server hands them over) or on a's device."""
+    if not isinstance(data, (tuple, list)) or len(data) != 7:
+        what = f"{len(data)} items" if isinstance(data, (tuple, list)) else type(data).__name__
+        raise TypeError(f"data must be (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), got {what}")
+    a, b, sfa, sfb, _, _, c = data
+    if not all(isinstance(t, torch.Tensor) for t in (a, b, sfa, sfb, c)):
+        raise TypeError("a, b, sfa, sfb, c must be tensors")
+    fp4, e4m3 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+    if a.dtype not in (fp4, torch.uint8) or b.dtype != a.dtype:
+        raise TypeError(f"a and b must be float4_e2m1fn_x2 (or its uint8 bytes), got {a.dtype}/{b.dtype}")
+    if sfa.dtype not in (e4m3, torch.uint8) or sfb.dtype not in (e4m3, torch.uint8):
+        raise TypeError(f"sfa/sfb must be float8_e4m3fn, got {sfa.dtype}/{sfb.dtype}")
+    if c.dtype != torch.float16:
+        raise TypeError(f"c must be float16, got {c.dtype}")
+    if any(t.dim() != 3 for t in (a, b, sfa, sfb, c)):
+        raise ValueError(f"a, b, sfa, sfb, c must be 3-D, got {a.dim()}-D, {b.dim()}-D, {sfa.dim()}-D, "
+                         f"{sfb.dim()}-D, {c.dim()}-D")
+    m, kh, l = a.shape
+    k = 2 * kh
+    if m % 128 or m == 0:
+        raise ValueError(f"M % 128 == 0 required (M > 0), got M={m}")
+    if k % 64 or k == 0:
+        raise ValueError(f"K % 64 == 0 required (K > 0), got K={k}")
+    if l < 1:
+        raise ValueError(f"L >= 1 required, got L={l}")
+    nb, kg = b.shape[0], k // SF_VEC_SIZE
+    if nb % 128 or nb == 0 or tuple(b.shape[1:]) != (kh, l):
+        raise ValueError(f"b must be [128*j, K/2, L] = [*, {kh}, {l}], got {tuple(b.shape)}")
+    if tuple(sfa.shape) != (m, kg, l):
+        raise ValueError(f"sfa must be [M, K/16, L] = {(m, kg, l)}, got {tuple(sfa.shape)}")
+    if tuple(sfb.shape) != (nb, kg, l):
+        raise ValueError(f"sfb must be [rows of b, K/16, L] = {(nb, kg, l)}, got {tuple(sfb.shape)}")
+    if tuple(c.shape) != (m, 1, l):
+        raise ValueError(f"c must be [M, 1, L] = {(m, 1, l)}, got {tuple(c.shape)}")
+    if b.device != a.device or c.device != a.device:
+        raise ValueError(f"a, b, c must share one device; got {a.device}, {b.device}, {c.device}")
+    if any(s.device not in (a.device, torch.device("cpu")) for s in (sfa, sfb)):
+        raise ValueError(f"sfa/sfb must be on a's device ({a.device}) or the CPU; got {sfa.device}, {sfb.device}")
+
+
 def ref_kernel(data: input_t) -> output_t:
     """Exact NVFP4 GEMV on any device: c[:, 0, l] = fp16(sum_k A*sfa * b0*sfb), summed in float64.
 
     Each product is exact; the float64 sum over K carries a relative error below 1e-12,
     so the result is the correctly rounded fp16 value except in vanishingly rare ties.
+    Bad input raises ``_validate``'s error naming the constraint.
     """
+    _validate(data)
     a, b, sfa, sfb, _, _, c = data
     m, _, l = c.shape
     k = a.shape[1] * 2

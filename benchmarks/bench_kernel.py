@@ -1,6 +1,7 @@
-"""Kernel benchmark for the nvfp4_gemv submission (a script, not a test; needs a CUDA GPU).
+"""Kernel benchmark of submission.py against the read ceiling (needs a CUDA GPU).
 
-For each benchmark shape of shapes.json and each kernel backend (cuda, triton):
+A script, not a test; without CUDA it says so and exits 2. For each shape (default: the
+benchmark shapes of shapes.json) and each kernel backend (cuda, triton):
   1. correctness first: the backend against reference.ref_kernel (exact) on official and
      full-range data, output poisoned with NaN; a mismatch is reported instead of a time.
   2. device time of the kernel with the config it picks, L2 cold: 8 rotating input sets
@@ -14,8 +15,12 @@ For each benchmark shape of shapes.json and each kernel backend (cuda, triton):
      bare-launch floor (same protocol, empty Triton kernel), and the host cost per call of
      custom_kernel and of a bare Triton launch.
 
-Usage:
+The table records the backend that ran (the submission's ``select_backend``; for
+"fastest", the pick it cached for the shape where it exposes one).
+
+Usage (repository root):
   python3 benchmarks/bench_kernel.py                       # table for the submission as is
+  python3 benchmarks/bench_kernel.py --shapes tests        # the official test shapes instead
   python3 benchmarks/bench_kernel.py --sweep               # also time candidate configs
   python3 benchmarks/bench_kernel.py --md benchmarks/RESULTS.md --json out.json
 """
@@ -36,14 +41,15 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+import eval as ev  # noqa: E402  shape sets, backend picks
 import quant  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
-SHAPES = json.loads((ROOT / "shapes.json").read_text())["benchmarks"]
 N_SETS = 8
+DEFAULT_REPS = 40
 
 def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
@@ -118,23 +124,61 @@ def env_info() -> dict:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("Usage:")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def backend_that_ran(m: int, k: int, l: int) -> str:
+    """The backend custom_kernel used for this shape: the submission's ``select_backend``, and
+    for "fastest" the pick it cached for the shape (``eval._backend_picks``) where it exposes
+    one; "unknown" for a submission without ``select_backend``."""
+    select = getattr(submission, "select_backend", None)
+    if select is None:
+        return "unknown"
+    name = select(torch.device("cuda"))
+    pick = ev._backend_picks().get(f"{m}x{k}x{l}") if name == "fastest" else None
+    return f"{name}: {pick}" if pick else name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/bench_kernel.py", description=__doc__.split("\n\n")[0],
+                                 epilog="Progress and the table go to stdout. NVFP4_GEMV_BACKEND is ignored: the "
+                                        "submission's own (auto) choice is what is timed and recorded.")
+    ap.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
+                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
+    ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
+                    help="timed calls per shape for the device time (median; default %(default)s)")
     ap.add_argument("--sweep", action="store_true",
-                    help="also time every candidate config of each backend (cuda: a wider grid) and a loads-only probe")
-    ap.add_argument("--backends", default="cuda,triton", help="kernel backends to time, comma-separated")
-    ap.add_argument("--grid", default="", help="JSON file: {shape 'MxKxL': [cuda config, ...]} replacing the cuda "
-                    "sweep grid (configs may carry V, LOAD, FOLD after the five fields)")
-    ap.add_argument("--shapes", default="", help="comma-separated indices into shapes.json benchmarks")
-    ap.add_argument("--reps", type=int, default=40, help="timed calls per median")
-    ap.add_argument("--json", default="", help="write every number to this JSON file")
-    ap.add_argument("--md", default="", help="write the table as markdown to this file")
-    args = ap.parse_args()
+                    help="also time every candidate config of each backend (cuda: a wider grid) and the cuda "
+                         "kernel's loads-only probe (minutes)")
+    ap.add_argument("--backends", default="cuda,triton",
+                    help="kernel backends to time, comma-separated (default %(default)s; those that cannot run "
+                         "here are left out)")
+    ap.add_argument("--grid", metavar="PATH", default="",
+                    help="JSON file {'MxKxL': [cuda config, ...]} replacing the cuda sweep grid (configs may carry "
+                         "V, LOAD, PIPE, MINB after the five fields; see submission.cuda_kernel)")
+    ap.add_argument("--json", metavar="PATH", default="",
+                    help="also write the environment, rows and sweeps as JSON to PATH")
+    ap.add_argument("--md", metavar="PATH", default="",
+                    help="also write the table as markdown to PATH (the format of benchmarks/RESULTS.md)")
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.reps < 1:
+        ap.error("--reps must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
+              "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
+        return 2
+    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + (sys.argv[1:] if argv is None else list(argv)))
     info = env_info()
     print(json.dumps(info))
     cap = torch.cuda.get_device_capability(0)
-    picks = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
+    picks = ev.shape_set(args.shapes)
     os.environ.pop("NVFP4_GEMV_BACKEND", None)
     floor = timing.median(timing.bare_launch_floor())
     bare_host = timing.bare_launch_host_cost()
@@ -191,24 +235,27 @@ def main() -> int:
                   f"(permuted scales {us_perm:.2f}), ceiling {ceil['us']:.2f} us, ratio {row['ratio']:.3f}"
                   + (f" WRONG {row['wrong']}" if "wrong" in row else ""), flush=True)
         bad = check(submission.custom_kernel, cases)
-        chosen = submission.chosen_backend(sets[0])
+        chosen = backend_that_ran(m, k, l)
         harness = timing.median(timing.harness_times(submission.custom_kernel, sets[0]))
         host = timing.host_cost(submission.custom_kernel, sets[0])
-        row = {"shape": shape, "backend": f"auto -> {chosen}", "harness_us": harness, "floor_us": floor,
+        row = {"shape": shape, "backend": chosen, "harness_us": harness, "floor_us": floor,
                "host_us": host, "bare_host_us": bare_host, "ceiling_us": ceil["us"]}
         if bad:
             row["wrong"] = bad
         rows.append(row)
-        print(f"   {shape} custom_kernel (auto -> {chosen}): harness {harness:.2f} us (floor {floor:.2f}); "
+        print(f"   {shape} custom_kernel ({chosen}): harness {harness:.2f} us (floor {floor:.2f}); "
               f"host/call {host:.1f} us (bare Triton launch {bare_host:.1f})" + (f" WRONG {bad}" if bad else ""),
               flush=True)
     print_table(info, rows)
     if args.json:
-        Path(args.json).write_text(json.dumps({"info": info, "rows": rows, "sweeps": sweeps}, indent=1, default=str))
-        print(f"wrote {args.json}")
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"info": info, "command": command, "rows": rows, "sweeps": sweeps},
+                                              indent=1, default=str))
+        print(f"wrote JSON: {args.json}", file=sys.stderr)
     if args.md:
-        write_md(Path(args.md), info, rows, " ".join(["python3", "benchmarks/bench_kernel.py"] + sys.argv[1:]))
-        print(f"wrote {args.md}")
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        write_md(Path(args.md), info, rows, command)
+        print(f"wrote markdown: {args.md}", file=sys.stderr)
     return 0 if all("wrong" not in r for r in rows) else 1
 
 
@@ -240,7 +287,7 @@ def write_md(path: Path, info, rows, command):
         f"Device: {info['device']} (compute capability {info['capability'][0]}.{info['capability'][1]}, "
         f"{info['sms']} SMs, L2 {info['l2_mb']:.0f} MB). Date: {info['date']}. "
         f"torch {info['torch']}, triton {info['triton']}.", "",
-        f"Command (repository root, on the device): `{command}`", "",
+        f"Command (on a CUDA machine, from the repository root): `{command}`", "",
         "Kernel: device time, L2 cold (8 rotating input sets, events per call, median of the calls). "
         "Read ceiling: the same protocol around a plain read of the same bytes (a + sfa + b row 0 + "
         "sfb row 0 + c). Harness: the leaderboard protocol (sync, clear L2, event, custom_kernel, event, "

@@ -113,18 +113,8 @@ def parse_shape(text: str) -> dict:
 
 
 def pick_shapes(choice: str, custom: list | None = None) -> list[dict]:
-    if custom:
-        return list(custom)
-    shapes = ev.load_shapes()
-    picks = {"benchmarks": shapes["benchmarks"], "tests": shapes["tests"],
-             "all": shapes["benchmarks"] + shapes["tests"]}[choice]
-    out, seen = [], set()
-    for s in picks:
-        key = (s["m"], s["k"], s["l"])
-        if key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
+    """``--shape`` values if given, else the named set of shapes.json (``eval.SHAPE_SETS``)."""
+    return list(custom) if custom else ev.shape_set(choice)
 
 
 def n_sets_for(nbytes: int, l2_bytes: int, minimum: int = DEFAULT_SETS, maximum: int = MAX_SETS) -> int:
@@ -736,8 +726,8 @@ def environment(argv: list[str]) -> dict:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shapes", choices=("benchmarks", "tests", "all"), default="benchmarks",
-                   help="shapes.json set: benchmarks (default), the official tests, or both")
+    p.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
+                   help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
     p.add_argument("--shape", type=parse_shape, action="append", metavar="MxKxL",
                    help="a shape of your own instead (repeatable; seed 1111)")
     p.add_argument("--strategies", default=",".join(KEYS),
@@ -768,9 +758,11 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [k for k in args.strategies.split(",") if k]
     entries = [e for e in registry() if e["key"] in wanted]
     if not torch.cuda.is_available():
-        print("benchmarks.compare needs a CUDA GPU; every strategy is unavailable here:", file=sys.stderr)
+        by_reason = {}
         for e in entries:
-            print(f"  {e['key']}: {e['reason']}", file=sys.stderr)
+            by_reason.setdefault(e["reason"], []).append(e["key"])
+        print("benchmarks.compare needs a CUDA GPU; every strategy is unavailable here: "
+              + "; ".join(f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()), file=sys.stderr)
         return 2
     meta = environment(argv)
     meta.update(distribution=args.distribution, reps=args.reps, harness_reps=args.harness_reps,
@@ -820,6 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "rows": [dataclasses.asdict(r) for r in rows],
                                          "geomeans": geomeans(rows)}, indent=1))
+        paths["json"] = args.json
     for kind, p in paths.items():
         log(f"wrote {kind}: {p}")
     print(format_report(meta, rows, geomeans(rows)))

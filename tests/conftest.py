@@ -25,8 +25,21 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-requires_cuda = pytest.mark.skipif(
-    not HAS_CUDA, reason="needs a CUDA GPU: run this suite on an H100/H200 via the device tool")
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+def progress(config: pytest.Config, message: str) -> None:
+    """A line on the terminal now, past pytest's output capture: for a step that takes longer
+    than ~10 s (a module fixture running many subprocesses), so that the run is not silent."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    if capture is None:
+        reporter.write_line(message)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(message)
 
 
 def make_input(m: int, k: int, l: int, seed: int, device=None, dist: str = "official"):

@@ -6,7 +6,7 @@ with POPCORN_FD the write end of a real ``os.pipe()``; the lines read back and a
 Each subprocess imports torch twice (harness + spawn worker), so the runs are few, on tiny
 shapes, and started together two at a time by one module fixture. Without CUDA the timed
 modes run their reduced host-clock form (eval.CPU_MAX_REPEATS), which still gives verdicts.
-The tests marked requires_cuda check the real CUDA timing path (run them on the device).
+The tests marked requires_cuda check the real CUDA timing path (on a CUDA machine).
 """
 
 import base64
@@ -17,12 +17,13 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import HAS_CUDA, ROOT, requires_cuda
+from conftest import HAS_CUDA, ROOT, progress, requires_cuda
 
 import eval as ev
 
@@ -48,7 +49,7 @@ def server_layout(dest: Path, submission: Path) -> Path:
 
 
 def fixture(name: str) -> Path:
-    return FIXTURES / f"{name}.py"
+    return REAL if name == REAL.stem else FIXTURES / f"{name}.py"
 
 
 # key -> (submission, mode, test file, extra environment)
@@ -80,9 +81,13 @@ def human(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
 
 
+PROGRESS_EVERY_S = 10  # a progress line at most this often while the runs go on
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Every protocol run of this module (plus two human-mode runs), two at a time."""
+def runs(tmp_path_factory, request):
+    """Every protocol run of this module (plus the human-mode runs), two at a time; about half
+    a minute on two CPU cores, so it reports progress on the terminal as it goes."""
     base = tmp_path_factory.mktemp("server")
     jobs = {k: v for k, v in PROTOCOL_RUNS.items() if v[0].exists()}
 
@@ -100,9 +105,18 @@ def runs(tmp_path_factory):
     calls = {k: (protocol, k) for k in jobs}
     calls["human.good"] = (human_json, "human.good", "good_submission", TINY)
     calls["human.raises"] = (human_json, "human.raises", "wrong_raises", TINY_ONE)
+    calls["human.real"] = (human_json, "human.real", REAL.stem, TINY_ONE)
+    calls["human.unsupported"] = (human_json, "human.unsupported", "unsupported_backend", TINY)
+    t0 = last = time.monotonic()
+    progress(request.config, f"[eval.py end to end] {len(calls)} runs, two at a time ...")
     with ThreadPoolExecutor(2) as pool:
-        futures = {k: pool.submit(fn, *args) for k, (fn, *args) in calls.items()}
-        return {k: f.result() for k, f in futures.items()}
+        futures = {pool.submit(fn, *args): k for k, (fn, *args) in calls.items()}
+        for done, _ in enumerate(as_completed(futures), 1):
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY_S or done == len(calls):
+                progress(request.config, f"[eval.py end to end] {done}/{len(calls)} runs done ({now - t0:.0f} s)")
+                last = now
+        return {k: f.result() for f, k in futures.items()}
 
 
 def get(runs, key) -> ev.ProtocolRun:
@@ -278,6 +292,44 @@ def test_human_test_mode_json_and_table(runs):
     assert "[test 1/2] m: 128; k: 256; l: 1; seed: 1111" in proc.stderr  # progress on stderr
 
 
+def test_human_mode_records_the_backend_that_ran(runs):
+    """The JSON and the table name the backend the submission's select_backend picked here
+    (not the requested "auto"); a submission without select_backend runs all the same."""
+    import torch
+
+    import submission
+    proc, report = runs["human.real"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = submission.select_backend(torch.device("cuda" if HAS_CUDA else "cpu"))
+    assert report["backend_requested"] == "auto" and report["backend"] == expected != "auto"
+    assert proc.stdout.startswith(f"test: {report['device']}, backend {expected}")
+    assert "wrote JSON: " in proc.stderr
+    proc, report = runs["human.good"]  # good_submission has no select_backend
+    assert report["backend"] is None and proc.stdout.startswith(f"test: {report['device']}\n")
+
+
+def test_human_mode_stops_in_one_line_when_the_backend_cannot_run(runs):
+    """select_backend raising is checked once, before any case: one line on stderr, exit 2,
+    no case run, no JSON written."""
+    proc, report = runs["human.unsupported"]
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert report is None and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: the submission cannot run on this machine (")
+    assert "fixture: no backend of this submission runs on" in proc.stderr
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the triton backend runs on a CUDA GPU")
+def test_human_mode_forced_triton_on_a_cpu_is_one_line():
+    """The real submission, --backend triton, on a CPU without Triton's interpreter: one line."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k not in ("POPCORN_FD", "TRITON_INTERPRET")}
+    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "--backend", "triton"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "NVFP4_GEMV_BACKEND=triton cannot run on cpu" in proc.stderr
+
+
 def test_human_mode_reports_a_failure(runs):
     proc, report = runs["human.raises"]
     assert proc.returncode == 112
@@ -293,11 +345,30 @@ def test_human_benchmark_needs_cuda():
     assert "need a CUDA GPU" in proc.stderr
 
 
-def test_human_mode_usage_errors(tmp_path):
-    assert ev.human_main(["--submission", str(tmp_path / "nope.py")]) == 2
-    assert ev.human_main(["--submission", str(fixture("good_submission")), "--shapes",
-                          str(tmp_path / "missing.txt")]) == 2
-    assert ev.human_main(["--submission", str(fixture("good_submission")), "--distribution", "nope"]) == 2
+def test_human_mode_usage_errors(tmp_path, capsys):
+    good = str(fixture("good_submission"))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    bad_m = tmp_path / "bad_m.txt"
+    bad_m.write_text("m: 128; k: 256; l: 1; seed: 1\nm: 100; k: 256; l: 1; seed: 1\n")
+    for argv, error in (
+            (["--submission", str(tmp_path / "nope.py")], "not found"),
+            (["--submission", good, "--shapes", str(tmp_path / "missing.txt")], "neither a shape set"),
+            (["--submission", good, "--shapes", str(empty)], "holds no test cases"),
+            (["--submission", good, "--shapes", str(bad_m)], "line 2: m must be a positive multiple of 128"),
+            (["--submission", good, "--shapes", str(tmp_path)], "is a directory, not a test file"),
+            (["--submission", good, "--distribution", "nope"], "unknown distribution 'nope'")):
+        assert ev.human_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and error in err, (argv, err)
+
+
+def test_human_help_lists_every_choice(capsys):
+    with pytest.raises(SystemExit):
+        ev.human_main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(name in out for name in ev._distributions())
+    assert "tests|benchmarks|all|FILE" in out
 
 
 # --------------------------------------------------------------------------- CUDA only

@@ -33,8 +33,69 @@ def test_parser_keeps_alphabetic_values_as_strings():
     "",                         # a blank line is not a case
 ])
 def test_parser_rejects_bad_lines(line):
-    with pytest.raises(ev.TestFileError, match="invalid test case"):
+    with pytest.raises(ev.TestFileError, match="^line 2: invalid test case"):
         ev.parse_test_cases(f"m: 128; k: 256; l: 1; seed: 1\n{line}\n")
+
+
+# --------------------------------------------------------------------------- shapes for the human mode
+
+
+@pytest.mark.parametrize("text, error", [
+    ("", "holds no test cases"),
+    ("m: 128; k: 256; l: 1; seed: 1\nm: 100; k: 256; l: 1; seed: 1\n",
+     "line 2: m must be a positive multiple of 128, got 100: 'm: 100; k: 256; l: 1; seed: 1'"),
+    ("m: 0; k: 256; l: 1; seed: 1", "line 1: m must be a positive multiple of 128, got 0"),
+    ("m: 128; k: 224; l: 1; seed: 1", "line 1: k must be a positive multiple of 64, got 224"),
+    ("m: 128; k: 256; l: 0; seed: 1", "line 1: l must be >= 1, got 0"),
+    ("m: 128; k: 256; l: 1; seed: abc", "line 1: seed must be integers"),
+    ("m: 128; k: 256; l: 1", "line 1: a case has exactly the keys m, k, l, seed; missing seed"),
+    ("m: 128; k: 256; l: 1; seed: 1; n: 2", "line 1: a case has exactly the keys m, k, l, seed; unknown n"),
+    ("m: 128; k: 256; l: 1; seed: 1\n\nm: 128; k: 256; l: 1; seed: 2", "line 2: invalid test case"),
+])
+def test_test_file_is_checked_before_any_case(tmp_path, text, error):
+    """Human mode reads a shapes file whole, first: an empty file, a case the problem cannot
+    have, or a line that does not parse is an error naming the file and the line."""
+    path = tmp_path / "shapes.txt"
+    path.write_text(text)
+    with pytest.raises(ev.TestFileError) as info:
+        ev.read_test_file(path)
+    assert str(info.value).startswith(f"{path}")
+    assert error in str(info.value)
+
+
+def test_test_file_that_is_a_directory(tmp_path):
+    with pytest.raises(ev.TestFileError, match="is a directory, not a test file"):
+        ev.read_test_file(tmp_path)
+
+
+def test_shapes_names_and_files(tmp_path):
+    """--shapes: the named sets win over a file or directory of that name (the repository has a
+    tests/ directory); anything else must be an existing file."""
+    tests = ev.load_shapes()["tests"]
+    assert [c.args for c in ev._shape_cases("tests", "benchmark")] == [
+        {k: t[k] for k in ev.CASE_KEYS} for t in tests]
+    assert len(ev._shape_cases(None, "test")) == len(tests)  # the default of test mode
+    assert len(ev._shape_cases(None, "leaderboard")) == len(ev.load_shapes()["benchmarks"])
+    with pytest.raises(ev.TestFileError, match="neither a shape set"):
+        ev._shape_cases("official", "test")
+    good = tmp_path / "one.txt"
+    good.write_text("m: 256; k: 512; l: 3; seed: 7\n")
+    assert [c.args for c in ev._shape_cases(str(good), "test")] == [{"m": 256, "k": 512, "l": 3, "seed": 7}]
+
+
+def test_shape_sets_are_one_vocabulary():
+    """The named sets of shapes.json are the same words in eval.py, benchmarks/compare.py and
+    benchmarks/bench_kernel.py."""
+    from benchmarks import bench_kernel, compare
+    shapes = ev.load_shapes()
+    assert ev.SHAPE_SETS == ("tests", "benchmarks", "all")
+    assert ev.shape_set("tests") == shapes["tests"] and ev.shape_set("benchmarks") == shapes["benchmarks"]
+    assert len(ev.shape_set("all")) == len(shapes["tests"]) + len(shapes["benchmarks"])
+    assert compare.parse_args(["--shapes", "tests"]).shapes == "tests"
+    assert bench_kernel.parse_args(["--shapes", "tests"]).shapes == "tests"
+    for parse in (compare.parse_args, bench_kernel.parse_args):
+        with pytest.raises(SystemExit):
+            parse(["--shapes", "official"])
 
 
 def test_secret_seed_combines_every_case_seed():
@@ -200,7 +261,7 @@ def test_official_distribution_needs_no_quant_module(monkeypatch):
     work; any other distribution says what it needs."""
     monkeypatch.setitem(sys.modules, "quant", None)  # import quant now raises ImportError
     assert ev._distribution_from("official") == "official"
-    with pytest.raises(ValueError, match="needs the kit's quant.py"):
+    with pytest.raises(ValueError, match="need the kit's quant.py"):
         ev._distribution_from("gaussian")
 
 
@@ -211,9 +272,64 @@ def test_distribution_names_come_from_quant():
         ev._distribution_from("nope")
 
 
+def test_protocol_usage_errors_say_one_line(tmp_path, monkeypatch, capsys):
+    """A missing test-file argument and a POPCORN_FD that is no open descriptor: one line on
+    stderr each (exit 2, and exit 1 as the server's traceback gives), no traceback."""
+    monkeypatch.setenv("POPCORN_FD", "987")  # never opened
+    assert ev.main(["test"]) == ev.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("usage: POPCORN_FD=<fd> python eval.py test|benchmark")
+    good = tmp_path / "good.txt"
+    good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
+    for fd in ("987", "three"):
+        monkeypatch.setenv("POPCORN_FD", fd)
+        assert ev.main(["test", str(good)]) == ev.EXIT_BAD_FD == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"POPCORN_FD={fd} is not an open file descriptor")
+
+
 def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("POPCORN_FD", "99")
     monkeypatch.setenv("POPCORN_SEED", "123")
     assert ev.protocol_main(["test", str(tmp_path / "missing.txt")]) == 113
     import os
     assert "POPCORN_SEED" not in os.environ
+
+
+# --------------------------------------------------------------------------- human mode helpers
+
+
+def test_worker_heartbeat(monkeypatch):
+    """A call that runs longer than HEARTBEAT_S reports every HEARTBEAT_S seconds (human mode
+    prints "still running"); a short one does not."""
+    import time
+    monkeypatch.setattr(ev, "HEARTBEAT_S", 0.25)
+    beats = []
+    with ev.Worker(None, "official", True, heartbeat=beats.append) as worker:
+        worker.call(time.sleep, 0.0)  # the worker process starts here
+        beats.clear()
+        worker.call(time.sleep, 1.2)
+    assert len(beats) >= 3 and beats == sorted(beats) and beats[0] >= 0.25
+
+
+def test_backend_picks_and_label(monkeypatch):
+    """The per-shape choice cache of a submission (``_FASTEST``: keys ending in m, k, l) is
+    reported; a submission without one reports nothing; the label names what ran."""
+    import types
+    fake = types.SimpleNamespace(_FASTEST={("cuda:0", 7168, 16384, 1): "scaled_mm",
+                                           ("cuda:0", 4096, 7168, 8): "triton"})
+    monkeypatch.setitem(__import__("sys").modules, "submission", fake)
+    picks = ev._backend_picks()
+    assert picks == {"7168x16384x1": "scaled_mm", "4096x7168x8": "triton"}
+    assert ev._backend_label({"backend": "fastest", "backend_picks": picks}) == \
+        "fastest (7168x16384x1: scaled_mm, 4096x7168x8: triton)"
+    assert ev._backend_label({"backend": "triton"}) == "triton"
+    assert ev._backend_label({"backend": None}) == ""
+    monkeypatch.setitem(__import__("sys").modules, "submission", types.SimpleNamespace())
+    assert ev._backend_picks() == {}
+
+
+def test_table_names_the_backend():
+    res = [ev.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1}, True)]
+    table = ev.format_table(ev.summarize("test", res), "cpu (no CUDA)", "torch")
+    assert table.splitlines()[0] == "test: cpu (no CUDA), backend torch"

@@ -316,6 +316,49 @@ def test_reference_re_exports_the_format_helpers():
         assert getattr(R, name) is getattr(nvfp4, name), name
 
 
+def _raw_input(m: int, k: int, l: int, c_l: int | None = None, device: str = "cpu"):
+    """Inputs of any shape, valid for the problem or not (generate_input refuses bad shapes)."""
+    fp4, e4m3 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+    kh, kg = k // 2, k // 16
+    return (torch.zeros(m, kh, l, dtype=torch.uint8).view(fp4), torch.zeros(128, kh, l, dtype=torch.uint8).view(fp4),
+            torch.ones(m, kg, l).to(e4m3), torch.ones(128, kg, l).to(e4m3), None, None,
+            torch.zeros(m, 1, l if c_l is None else c_l, dtype=torch.float16, device=device))
+
+
+@pytest.mark.parametrize("data, error, match", [
+    (lambda: _raw_input(200, 256, 1), ValueError, r"M % 128 == 0 required \(M > 0\), got M=200"),
+    (lambda: _raw_input(128, 224, 1), ValueError, r"K % 64 == 0 required \(K > 0\), got K=224"),
+    (lambda: _raw_input(128, 0, 1), ValueError, r"K % 64 == 0 required \(K > 0\), got K=0"),
+    (lambda: _raw_input(128, 256, 2, c_l=3), ValueError, r"c must be \[M, 1, L\] = \(128, 1, 2\), got \(128, 1, 3\)"),
+    (lambda: _raw_input(128, 256, 1, device="meta"), ValueError, "must share one device"),
+    (lambda: _raw_input(128, 256, 1)[:6] + (torch.zeros(128, 1, 1),), TypeError, "c must be float16"),
+    (lambda: (torch.zeros(128, 128, 1),) + _raw_input(128, 256, 1)[1:], TypeError, "float4_e2m1fn_x2"),
+    (lambda: _raw_input(128, 256, 1)[:2] + (torch.ones(128, 8, 1).to(torch.float8_e4m3fn),)
+     + _raw_input(128, 256, 1)[3:], ValueError, r"sfa must be \[M, K/16, L\]"),
+    (lambda: None, TypeError, "data must be .*got NoneType"),
+    (lambda: _raw_input(128, 256, 1)[:5], TypeError, "data must be .*got 5 items"),
+], ids=["M=200", "K=224", "K=0", "c-wrong-L", "c-on-another-device", "c-dtype", "a-dtype", "sfa-shape", "None",
+        "5-items"])
+def test_ref_kernel_rejects_bad_input(data, error, match):
+    """ref_kernel validates like custom_kernel: bad shapes/dtypes/devices raise an error
+    naming the constraint instead of returning numbers or a ZeroDivisionError."""
+    with pytest.raises(error, match=match):
+        R.ref_kernel(data())
+
+
+def test_ref_kernel_accepts_uint8_bytes_and_cpu_scales():
+    """The layouts ref_kernel supports stay accepted: raw uint8 bytes, and plain scales on the
+    CPU (as the server hands them over) next to a, b, c on any device."""
+    data = R.generate_input(128, 256, 2, seed=3, device="cpu")
+    raw = (data[0].view(torch.uint8), data[1].view(torch.uint8)) + data[2:6] + (data[6].clone(),)
+    assert torch.equal(R.ref_kernel(raw), R.ref_kernel(data[:6] + (data[6].clone(),)))
+
+
+def test_generate_input_rejects_unknown_distribution():
+    with pytest.raises(ValueError, match="unknown distribution"):
+        R.generate_input(128, 256, 1, seed=1, device="cpu", distribution="nope")
+
+
 # ----------------------------------------------------------------- checker
 
 

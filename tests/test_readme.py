@@ -1,0 +1,133 @@
+"""README's commands work as printed: every command line of its ```bash blocks is run from the
+root of a fresh copy of the repository (no GPU needed for the suite), so the README cannot
+drift from the kit.
+
+* A command that needs a CUDA GPU ends in the comment ``# needs CUDA``. Without CUDA it must
+  refuse cleanly: exit 2, one line on stderr saying it needs a CUDA GPU, nothing on stdout.
+  On a CUDA machine these are not run here (``.ci/gpu-run`` runs the GPU commands there).
+* Every other command must exit 0.
+* A few commands are not run at all, each for the reason in ``NOT_RUN``.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import HAS_CUDA, ROOT
+
+import eval as ev
+
+README = ROOT / "README.md"
+CUDA_MARK = "# needs CUDA"
+NOT_RUN = {  # command prefix -> why this test does not run it
+    "python3 -m pip install": "installs packages (network; the suite already runs in an installed environment)",
+    "python3 -m pytest": "the test suite itself, this test included (CI runs it)",
+    "modal ": "talks to Modal's cloud (network and a Modal token)",
+    "popcorn-cli ": "submits to the competition server (network and an account)",
+}
+TIMEOUT_S = 300
+COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info", "build")
+CUDA_WORDS = re.compile(r"needs? a CUDA GPU")
+
+
+def readme_commands(text: str) -> list[tuple[int, str, str]]:
+    """(line number, command, trailing comment) of every command line in the ```bash blocks;
+    blank lines and comment lines are not commands."""
+    out, in_bash = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        fence = line.strip()
+        if fence.startswith("```"):
+            in_bash = not in_bash and fence == "```bash"
+            continue
+        if not in_bash or not fence or fence.startswith("#"):
+            continue
+        hit = re.search(r"\s(#.*)$", line)
+        command, comment = (line[:hit.start()], hit.group(1)) if hit else (line, "")
+        out.append((number, command.strip(), comment.strip()))
+    return out
+
+
+COMMANDS = readme_commands(README.read_text())
+
+
+def not_run_reason(command: str) -> str:
+    return next((why for prefix, why in NOT_RUN.items() if command.startswith(prefix)), "")
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory):
+    """The repository as a fresh clone has it (what git tracks and leaves untracked-but-present
+    alike, less caches), so commands that write files (out.json, log.txt) leave the tree alone."""
+    dest = tmp_path_factory.mktemp("readme") / "repo"
+    shutil.copytree(ROOT, dest, ignore=COPY_IGNORE)
+    return dest
+
+
+def test_readme_has_the_commands_this_test_expects():
+    """The parser finds the blocks: the CPU commands, the marked GPU ones and the skipped ones."""
+    commands = [c for _, c, _ in COMMANDS]
+    assert "python3 eval.py" in commands
+    assert sum(CUDA_MARK in comment for _, _, comment in COMMANDS) >= 4
+    assert all(any(c.startswith(prefix) for c in commands) for prefix in NOT_RUN), "a NOT_RUN entry is stale"
+
+
+def test_readme_puts_the_cpu_install_first():
+    """A CPU user reading top to bottom installs the CPU build of torch before the project
+    (the other way round, pip pulls a CUDA build of torch and its nvidia wheels)."""
+    commands = [c for _, c, _ in COMMANDS]
+    cpu_torch = next(i for i, c in enumerate(commands) if "download.pytorch.org/whl/cpu" in c)
+    project = next(i for i, c in enumerate(commands) if c.startswith("python3 -m pip install -e"))
+    assert cpu_torch < project
+
+
+# Words of the place the kit was built, not of the kit (spelled in two pieces so that this
+# file does not match itself).
+FOREIGN_WORDS = re.compile("(?i:device " + "tool|nvidia-h100" + "-x1|files" + "_at)|\\$" + "OUT\\b")
+OWN_TEXT = ("*.py", "*.md", "*.json", "*.toml", ".ci/*")
+
+
+def test_the_kit_speaks_of_itself_only():
+    """Docs, code and scripts say what a user needs ("needs a CUDA GPU", "on a CUDA machine"),
+    not the tools of the place the kit was built. Logs kept as results are quoted, not checked."""
+    found = []
+    for pattern in OWN_TEXT:
+        for path in ROOT.glob(pattern) if pattern.startswith(".") else ROOT.rglob(pattern):
+            rel = path.relative_to(ROOT)
+            if any(part.startswith(".") and part != ".ci" for part in rel.parts) or "results" in rel.parts:
+                continue
+            text = path.read_text(errors="replace")
+            found += [f"{rel}: {hit!r}" for hit in FOREIGN_WORDS.findall(text)]
+    assert not found, found
+
+
+def test_readme_flags_match_the_kit():
+    """The choices README lists for eval.py are the kit's own."""
+    text = " ".join(README.read_text().split())
+    assert f"--shapes {'|'.join(ev.SHAPE_SETS)}|FILE" in text
+    assert f"--distribution {'|'.join(ev._distributions())}" in text
+
+
+@pytest.mark.parametrize("number, command, comment", COMMANDS, ids=[f"L{n}: {c}" for n, c, _ in COMMANDS])
+def test_readme_command(repo_copy, number, command, comment):
+    why = not_run_reason(command)
+    if why:
+        pytest.skip(f"not run: {why}")
+    needs_cuda = CUDA_MARK in comment
+    if needs_cuda and HAS_CUDA:
+        pytest.skip("needs CUDA: .ci/gpu-run runs the GPU commands on a CUDA machine")
+    # A new user's shell: none of the test session's variables (TRITON_INTERPRET, POPCORN_*).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRITON_INTERPRET", "POPCORN_FD", "POPCORN_SEED") and not k.startswith("NVFP4_")}
+    proc = subprocess.run(["bash", "-c", command], cwd=repo_copy, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    said = f"README line {number}: {command}\nexit {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\n" \
+           f"stderr:\n{proc.stderr[-3000:]}"
+    if needs_cuda:
+        assert proc.returncode == 2, said
+        assert proc.stdout == "" and proc.stderr.count("\n") <= 1 and proc.stderr.strip(), said
+        assert CUDA_WORDS.search(proc.stderr), said
+    else:
+        assert proc.returncode == 0, said + ("\n(a command that needs CUDA must end in '# needs CUDA')"
+                                             if CUDA_WORDS.search(proc.stderr) else "")
