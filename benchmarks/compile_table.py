@@ -68,11 +68,14 @@ def server_triton_dir() -> Path:
 
 
 def triton_version_at(path: Path | None) -> str | None:
-    """The version of the Triton importable with ``path`` first on PYTHONPATH (None: not there)."""
-    env = _child_env(path)
-    proc = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__)"],
-                          env=env, capture_output=True, text=True, timeout=120)
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    """The version of the Triton that ``path`` holds (None: none there); path None: the installed one."""
+    proc = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__); print(triton.__file__)"],
+                          env=_child_env(path), capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        return None
+    version, where = proc.stdout.split()[:2]
+    inside = path is None or Path(where).resolve().is_relative_to(Path(path).resolve())
+    return version if inside else None
 
 
 def install_server_triton(path: Path | None = None) -> Path:
@@ -301,16 +304,18 @@ class Worker:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(self._out),
                "--submission", str(Path(submission).resolve())]
         env = _child_env(triton_path, str(Path(self._tmp.name) / "cache"))
-        self._proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True)
+        self._log = Path(self._tmp.name) / "worker.log"  # a file, not a pipe: nothing blocks the worker
+        with open(self._log, "w") as log:
+            self._proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
     def result(self) -> dict:
         try:
-            output, _ = self._proc.communicate(timeout=self.timeout)
+            self._proc.wait(timeout=self.timeout)
+            output = self._log.read_text(errors="replace")
         except subprocess.TimeoutExpired:
             self._proc.kill()
-            output, _ = self._proc.communicate()
-            output = f"timed out after {self.timeout} s\n{output}"
+            self._proc.wait()
+            output = f"timed out after {self.timeout} s\n{self._log.read_text(errors='replace')}"
         try:
             if self._proc.returncode != 0 or not self._out.is_file():
                 raise RuntimeError(f"compile worker (triton at {self.triton_path or 'site-packages'}) exited "
