@@ -1,0 +1,441 @@
+"""Compile every Triton kernel of submission.py for Hopper (cc 90) and Blackwell (cc 100) on this
+machine -- no GPU needed: Triton compiles for a target it does not run on, with the ptxas its
+wheel ships -- and tabulate registers, spills and shared memory per kernel, config and arch.
+
+    python3 benchmarks/compile_table.py              # the installed Triton and the server's
+    python3 benchmarks/compile_table.py --out FILE   # default: benchmarks/results/compile-table.md
+    python3 benchmarks/compile_table.py --install-server-triton   # what .ci/run does first
+
+Two Triton versions: the installed one, and the server's (``SERVER_TRITON``, the version its
+torch 2.9.1 requires), installed with ``--no-deps`` into its own folder (``server_triton_dir()``)
+so the project's own pins stay as they are. Each version compiles in its own subprocess, with
+TRITON_INTERPRET unset (tests/conftest.py sets it on CPU, which makes ``@triton.jit`` functions
+interpreter functions), a fresh TRITON_CACHE_DIR (every row is a real compile) and
+TRITON_DUMP_PTXAS_LOG=1 (registers and spills come from ptxas's own report of that compile).
+
+What is compiled (``launch_variants``): ``submission.triton_compile_variants()`` where the
+submission defines it -- a list of dicts {"constexprs", "num_warps", "num_stages", "signature"}
+(optional "attrs" {arg name: "D" or [["tt.divisibility", 16]]}, "kernel" (name) and "source"
+(a label)) covering everything the backend can launch. Otherwise the launches are recorded:
+``_triton_backend`` is called with every decode of ``_DECODES`` (but the timing probe) on the
+official shapes and on 128 x K x 1 for K = 64, 128, ... 4096 (the default config family: every
+step of its BLOCK_G halving for small K, both EVEN_G), with each ``*_kernel`` function replaced
+by a recorder. The recorded arguments are specialised as Triton's JIT does, by the Triton
+version under test (value 1 -> constexpr; multiples of 16 and 16-byte-aligned pointers ->
+divisibility 16), and each distinct (kernel, constexprs, warps, stages) is kept once, as the
+first shape launched it (benchmark shapes first, then tests, then the family).
+
+tests/test_compile_gate.py runs the same ``Worker``s and fails on any compile error, for either version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSION = ROOT / "submission.py"
+OUT_MD = ROOT / "benchmarks" / "results" / "compile-table.md"
+ARCHS = (90, 100)  # H100/H200, B200
+SERVER_TRITON = "3.5.1"  # what the server's torch 2.9.1 requires (modal_app.TORCH_PACKAGES pins the same)
+ENV_SERVER_TRITON = "NVFP4_SERVER_TRITON"  # folder of the server's Triton (default: server_triton_dir())
+PROBE_DECODE = "loads-only"  # a timing probe with wrong output: not compiled here
+KERNEL_SUFFIX = "_kernel"  # a module-level @triton.jit function named *_kernel is a kernel
+WORKER_TIMEOUT_S = 900
+DEFAULT_FAMILY_MAX_K = 4096  # 128 x K x 1, K = 64 ... this: K/16 up to 4x the default BLOCK_G (64)
+
+
+def server_triton_dir() -> Path:
+    """Where the server's Triton lives: $NVFP4_SERVER_TRITON, else a per-user cache folder
+    (outside the clone, so CI's fresh clones reuse it)."""
+    env = os.environ.get(ENV_SERVER_TRITON)
+    if env:
+        return Path(env)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "nvfp4-gemv-kit" / f"triton-{SERVER_TRITON}"
+
+
+def triton_version_at(path: Path | None) -> str | None:
+    """The version of the Triton that ``path`` holds (None: none there); path None: the installed one."""
+    proc = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__); print(triton.__file__)"],
+                          env=_child_env(path), capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        return None
+    version, where = proc.stdout.split()[:2]
+    inside = path is None or Path(where).resolve().is_relative_to(Path(path).resolve())
+    return version if inside else None
+
+
+def install_server_triton(path: Path | None = None) -> Path:
+    """Install triton==SERVER_TRITON (no dependencies: it has none) into ``path`` unless it is
+    there already; atomically, so an interrupted install leaves nothing half done."""
+    path = Path(path or server_triton_dir())
+    if triton_version_at(path) == SERVER_TRITON:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
+                        f"triton=={SERVER_TRITON}"], check=True)
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+# ----------------------------------------------------------------------------- what to compile
+
+def load_submission(path: Path | str = SUBMISSION):
+    """Import submission.py as the module ``submission`` (its folder first on sys.path, for `task`)."""
+    path = Path(path).resolve()
+    for folder in (str(ROOT), str(path.parent)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("submission", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def kernels_of(sub) -> dict:
+    """{name: JITFunction} of the module-level ``@triton.jit`` functions named ``*_kernel``."""
+    from triton.runtime.jit import JITFunction
+    return {name: fn for name, fn in vars(sub).items()
+            if isinstance(fn, JITFunction) and name.endswith(KERNEL_SUFFIX)}
+
+
+def _jit_specialize(value, param) -> tuple:
+    """(type, key) that Triton's JIT derives for one argument value, by the installed Triton's
+    own rule (the native one from 3.6 on; the Python one before)."""
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.runtime import jit
+    specialize, align = not param.do_not_specialize, not param.do_not_specialize_on_alignment
+    if hasattr(jit, "native_specialize_impl"):
+        return tuple(jit.native_specialize_impl(CUDABackend, value, param.is_const, specialize, align))
+    if hasattr(jit, "create_specialize_impl"):
+        impl = jit.create_specialize_impl(CUDABackend.get_arg_specialization)
+        return tuple(impl(value, param.is_const, specialize, align))
+    raise RuntimeError(f"triton {_triton_version()}: no known argument specialiser in triton.runtime.jit")
+
+
+def variant_from_launch(fn, args: tuple, kwargs: dict, source: str) -> dict:
+    """A launch ``fn[grid](*args, **kwargs)`` as a compile variant (see the module doc)."""
+    values = dict(zip(fn.arg_names[:len(args)], args, strict=True))
+    values.update({k: v for k, v in kwargs.items() if k in fn.arg_names})
+    signature, constexprs, attrs = {}, {}, {}
+    for param in fn.params:
+        value = values[param.name]
+        if param.is_constexpr:
+            signature[param.name], constexprs[param.name] = "constexpr", value
+            continue
+        ty, key = _jit_specialize(value, param)
+        signature[param.name] = ty
+        if ty == "constexpr":
+            constexprs[param.name] = value
+        elif isinstance(key, str) and key:
+            attrs[param.name] = key
+    return {"kernel": fn.__name__, "source": source, "signature": signature, "constexprs": constexprs,
+            "attrs": attrs, "num_warps": kwargs.get("num_warps", 4), "num_stages": kwargs.get("num_stages", 3)}
+
+
+class _Recorder:
+    """Stands in for a kernel: ``rec[grid](*args, **kwargs)`` records the launch."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+def recorded_variants(sub, kernels: dict) -> list[dict]:
+    """The launches ``_triton_backend`` makes on the official shapes and the default family."""
+    import reference
+    shapes = json.loads((ROOT / "shapes.json").read_text())
+    cases = [(s["m"], s["k"], s["l"], f"{s['m']}x{s['k']}x{s['l']} (benchmark)") for s in shapes["benchmarks"]]
+    cases += [(s["m"], s["k"], s["l"], f"{s['m']}x{s['k']}x{s['l']} (test)") for s in shapes["tests"]]
+    cases += [(128, k, 1, f"128x{k}x1 (default family)") for k in range(64, DEFAULT_FAMILY_MAX_K + 1, 64)]
+    decodes = [d for d in sub._DECODES if d != PROBE_DECODE]
+    saved = {name: getattr(sub, name) for name in kernels}
+    recorders = {name: _Recorder() for name in kernels}
+    variants, seen = [], set()
+    try:
+        for name, rec in recorders.items():
+            setattr(sub, name, rec)
+        for m, k, l, source in cases:
+            data = reference.generate_input(m, k, l, 1111, device="cpu")
+            for decode in decodes:
+                with contextlib.suppress(Exception):  # launches after the recorded one may fail
+                    sub._triton_backend(data, m, k, l, decode)
+                for name, rec in recorders.items():
+                    for args, kwargs in rec.calls:
+                        v = variant_from_launch(kernels[name], args, kwargs, source)
+                        key = (name, json.dumps([v["constexprs"], v["num_warps"], v["num_stages"]], sort_keys=True))
+                        if key not in seen:
+                            seen.add(key)
+                            variants.append(v)
+                    rec.calls.clear()
+    finally:
+        for name, fn in saved.items():
+            setattr(sub, name, fn)
+    return variants
+
+
+def launch_variants(sub, kernels: dict | None = None) -> list[dict]:
+    """Every compile variant of the submission's kernels (see the module doc)."""
+    kernels = kernels_of(sub) if kernels is None else kernels
+    if not hasattr(sub, "triton_compile_variants"):
+        return recorded_variants(sub, kernels)
+    out = []
+    for v in sub.triton_compile_variants():
+        v = dict(v)
+        name = v.get("kernel")
+        if name is None:
+            if len(kernels) != 1:
+                raise ValueError(f"triton_compile_variants(): name the kernel (one of {sorted(kernels)})")
+            name = next(iter(kernels))
+        v["kernel"] = getattr(name, "__name__", name)
+        v.setdefault("source", "triton_compile_variants()")
+        v.setdefault("attrs", {})
+        out.append(v)
+    return out
+
+
+# ----------------------------------------------------------------------------- compiling
+
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def _triton_version() -> str:
+    import triton
+    return triton.__version__
+
+
+def compile_variant(fn, variant: dict, arch: int) -> dict:
+    """Compile one variant for ``cuda:arch``; the row of the table (``error`` set on failure)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    index = {name: i for i, name in enumerate(fn.arg_names)}
+    attrs = {(index[name],): CUDABackend.parse_attr(a) if isinstance(a, str) else a
+             for name, a in variant.get("attrs", {}).items()}
+    row = {"kernel": variant["kernel"], "source": variant["source"], "arch": arch,
+           "constexprs": {k: v for k, v in variant["constexprs"].items() if variant["signature"].get(k) == "constexpr"
+                          and k in index and fn.params[index[k]].is_constexpr},
+           "num_warps": variant["num_warps"], "num_stages": variant["num_stages"],
+           "regs": None, "spill_stores": None, "spill_loads": None, "stack": None, "shared": None, "error": None}
+    t0 = time.perf_counter()
+    log = io.StringIO()
+    try:
+        src = triton.compiler.ASTSource(fn=fn, signature=variant["signature"], constexprs=variant["constexprs"],
+                                        attrs=attrs)
+        with contextlib.redirect_stdout(log):  # TRITON_DUMP_PTXAS_LOG=1 prints ptxas -v here
+            compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                                      options={"num_warps": variant["num_warps"], "num_stages": variant["num_stages"]})
+        if "cubin" not in compiled.asm:
+            raise RuntimeError("no cubin produced")
+        row["shared"] = compiled.metadata.shared
+        regs, frame = _PTXAS_REGS.findall(log.getvalue()), _PTXAS_FRAME.findall(log.getvalue())
+        if regs and frame:
+            row["regs"] = int(regs[-1])
+            row["stack"], row["spill_stores"], row["spill_loads"] = (int(x) for x in frame[-1])
+        else:
+            row["error"] = "compiled, but ptxas printed no register/spill report (TRITON_DUMP_PTXAS_LOG=1?)"
+    except Exception as exc:  # noqa: BLE001 - every failure is a row of the table
+        lines = [ln for ln in f"{type(exc).__name__}: {exc}".splitlines() if ln.strip()]
+        row["error"] = " | ".join(lines[:8])[:2000]
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    return row
+
+
+def compile_all(submission: Path | str = SUBMISSION) -> dict:
+    """In this process (TRITON_INTERPRET must be unset): every variant for every arch."""
+    import triton
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        raise RuntimeError("TRITON_INTERPRET=1: the kernels are interpreter functions; use run_worker()")
+    t0 = time.perf_counter()
+    sub = load_submission(submission)
+    kernels = kernels_of(sub)
+    variants = launch_variants(sub, kernels)
+    problems = [f"kernel {name} has no compile variant" for name in kernels
+                if not any(v["kernel"] == name for v in variants)]
+    problems += [f"variant for unknown kernel {v['kernel']}" for v in variants if v["kernel"] not in kernels]
+    rows = [compile_variant(kernels[v["kernel"]], v, arch) for v in variants if v["kernel"] in kernels
+            for arch in ARCHS]
+    return {"triton": triton.__version__, "triton_file": triton.__file__, "kernels": sorted(kernels),
+            "decodes": dict(getattr(sub, "_DECODES", {})), "variants": variants, "rows": rows,
+            "problems": problems, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _child_env(triton_path: Path | None, cache_dir: str | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if triton_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(triton_path)] + [p for p in [env.get("PYTHONPATH")] if p])
+    if cache_dir is not None:
+        env.update(TRITON_CACHE_DIR=cache_dir, TRITON_DUMP_PTXAS_LOG="1")
+    return env
+
+
+class Worker:
+    """``compile_all`` in a subprocess with the Triton at ``triton_path`` (None: the installed
+    one); started at construction, so two workers compile in parallel. ``result()`` waits."""
+
+    def __init__(self, triton_path: Path | None = None, submission: Path | str = SUBMISSION,
+                 timeout: float = WORKER_TIMEOUT_S):
+        self.triton_path, self.timeout = triton_path, timeout
+        self._tmp = tempfile.TemporaryDirectory(prefix="nvfp4_compile_")
+        self._out = Path(self._tmp.name) / "result.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(self._out),
+               "--submission", str(Path(submission).resolve())]
+        env = _child_env(triton_path, str(Path(self._tmp.name) / "cache"))
+        self._log = Path(self._tmp.name) / "worker.log"  # a file, not a pipe: nothing blocks the worker
+        with open(self._log, "w") as log:
+            self._proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def result(self) -> dict:
+        try:
+            self._proc.wait(timeout=self.timeout)
+            output = self._log.read_text(errors="replace")
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+            output = f"timed out after {self.timeout} s\n{self._log.read_text(errors='replace')}"
+        try:
+            if self._proc.returncode != 0 or not self._out.is_file():
+                raise RuntimeError(f"compile worker (triton at {self.triton_path or 'site-packages'}) exited "
+                                   f"{self._proc.returncode}:\n{output[-4000:]}")
+            return json.loads(self._out.read_text())
+        finally:
+            self._tmp.cleanup()
+
+
+def failures(result: dict) -> list[str]:
+    """One line per problem of a compile run: an error row, a missing report, a missing kernel."""
+    out = list(result["problems"])
+    for r in result["rows"]:
+        if r["error"]:
+            out.append(f"triton {result['triton']}, {r['kernel']} cc {r['arch']} {_config(r)} "
+                       f"(from {r['source']}): {r['error']}")
+    return out
+
+
+# ----------------------------------------------------------------------------- the table
+
+def _config(row: dict) -> str:
+    c = " ".join(f"{k}={v}" for k, v in row["constexprs"].items())
+    return f"{c} warps={row['num_warps']} stages={row['num_stages']}"
+
+
+def markdown(result: dict) -> str:
+    """The register/spill/shared-memory table of one compile run, one row per variant, the
+    archs side by side."""
+    rows = result["rows"]
+    names = list(dict.fromkeys(k for r in rows for k in r["constexprs"]))
+    decode_names = {v: k for k, v in result.get("decodes", {}).items()}
+    head = ["kernel", *names, "warps", "stages"]
+    for arch in ARCHS:
+        head += [f"regs {arch}", f"spill st/ld B {arch}", f"shared B {arch}"]
+    head.append("first launched by")
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    by_variant = {}
+    for r in rows:
+        by_variant.setdefault((r["kernel"], json.dumps(r["constexprs"]), r["num_warps"], r["num_stages"]), {})[
+            r["arch"]] = r
+    for (kernel, _, warps, stages), per_arch in by_variant.items():
+        first = next(iter(per_arch.values()))
+        cells = [kernel]
+        for n in names:
+            v = first["constexprs"].get(n, "")
+            cells.append(f"{v} {decode_names[v]}" if n == "DECODE" and v in decode_names else str(v))
+        cells += [str(warps), str(stages)]
+        for arch in ARCHS:
+            r = per_arch.get(arch)
+            if r is None or r["error"]:
+                cells += ["ERROR", "", ""]
+            else:
+                cells += [str(r["regs"]), f"{r['spill_stores']}/{r['spill_loads']}", str(r["shared"])]
+        cells.append(first["source"])
+        lines.append("| " + " | ".join(cells) + " |")
+    errors = failures(result)
+    if errors:
+        lines += ["", "Errors:", *[f"- {e}" for e in errors]]
+    return "\n".join(lines)
+
+
+def report(results: list[dict], command: str) -> str:
+    out = ["# Triton kernels of submission.py compiled for cc 90 and cc 100 (no GPU)", "",
+           f"Generated {datetime.date.today().isoformat()} by `{command}` on a CPU-only machine. Registers and",
+           "spill stores/loads (bytes per thread) are ptxas's report of each compile; shared is the dynamic",
+           "shared memory Triton requests at launch (metadata.shared). One row per compile variant: every",
+           "config, decode and EVEN_G that submission.py can launch (see benchmarks/compile_table.py);",
+           "'first launched by' is the first shape whose launch produced it."]
+    for res in results:
+        total = len(res["rows"])
+        out += ["", f"## Triton {res['triton']}", "",
+                f"{total} compiles ({len(res['variants'])} variants x {len(ARCHS)} archs) in {res['seconds']} s.", "",
+                markdown(res)]
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def gate(submission: Path | str = SUBMISSION, server: Path | None = None) -> list[dict]:
+    """Compile with the installed Triton and, where ``server`` is given, the server's, in parallel."""
+    workers = [Worker(None, submission)] + ([Worker(server, submission)] if server is not None else [])
+    return [w.result() for w in workers]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--submission", default=str(SUBMISSION), help="the file whose kernels are compiled")
+    parser.add_argument("--out", default=str(OUT_MD),
+                        help=f"markdown file written (default {OUT_MD.relative_to(ROOT)})")
+    parser.add_argument("--server-triton", default=None, help=f"folder holding triton=={SERVER_TRITON} "
+                        f"(default ${ENV_SERVER_TRITON} or {server_triton_dir()})")
+    parser.add_argument("--installed-only", action="store_true", help="skip the server's Triton")
+    parser.add_argument("--install-server-triton", action="store_true",
+                        help=f"install triton=={SERVER_TRITON} into the server-Triton folder if missing, and exit")
+    parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        Path(args.worker).write_text(json.dumps(compile_all(args.submission)))
+        return 0
+    server = Path(args.server_triton) if args.server_triton else server_triton_dir()
+    if args.install_server_triton:
+        print(f"server Triton {SERVER_TRITON}: {install_server_triton(server)}")
+        return 0
+    if args.installed_only:
+        server = None
+    elif triton_version_at(server) != SERVER_TRITON:
+        print(f"error: no triton=={SERVER_TRITON} at {server}; run `python3 benchmarks/compile_table.py "
+              "--install-server-triton` (or pass --installed-only)", file=sys.stderr)
+        return 2
+    results = gate(args.submission, server)
+    command = "python3 benchmarks/compile_table.py" + (" --installed-only" if server is None else "")
+    text = report(results, command)
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(f"written to {args.out}", file=sys.stderr)
+    return 1 if any(failures(r) for r in results) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

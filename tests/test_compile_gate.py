@@ -1,0 +1,140 @@
+"""Blackwell compile gate: every Triton kernel of submission.py, in every variant the kit can
+launch (configs, decodes, EVEN_G), compiles for cc 90 and cc 100 on this machine -- no GPU --
+with the installed Triton and with the server's (benchmarks/compile_table.py; both compile at
+once, each in its own process without TRITON_INTERPRET).
+
+The server's Triton lives outside the project's environment (``compile_table.server_triton_dir()``;
+`.ci/run` installs it with ``python3 benchmarks/compile_table.py --install-server-triton``).
+Where it is missing, its test fails under CI (the ``CI`` environment variable set, as CI sets
+it) and skips elsewhere, with the command that installs it.
+"""
+
+import os
+import re
+import textwrap
+
+import pytest
+from conftest import BENCHMARKS, ROOT
+
+import submission
+from benchmarks import compile_table as ct
+
+_SERVER_VERSION = {}
+
+
+def server_triton():
+    """(folder, None) where the server's Triton is installed, else (None, why)."""
+    if not _SERVER_VERSION:
+        path = ct.server_triton_dir()
+        _SERVER_VERSION["v"] = (path, ct.triton_version_at(path))
+    path, version = _SERVER_VERSION["v"]
+    if version == ct.SERVER_TRITON:
+        return path, None
+    found = "nothing" if version is None else f"triton {version}"
+    return None, (f"the server's Triton {ct.SERVER_TRITON} is not installed at {path} (found {found} there); "
+                  "install it with `python3 benchmarks/compile_table.py --install-server-triton`")
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """{"installed": result, "server": result or None}, both compiled in parallel."""
+    server, _ = server_triton()
+    workers = {"installed": ct.Worker(None), "server": ct.Worker(server) if server else None}
+    return {name: w.result() if w else None for name, w in workers.items()}
+
+
+def assert_gate_passes(result):
+    assert ct.failures(result) == []
+    assert result["kernels"]
+    for v in result["variants"]:
+        rows = [r for r in result["rows"] if r["kernel"] == v["kernel"] and r["source"] == v["source"]
+                and r["constexprs"].items() <= v["constexprs"].items()
+                and (r["num_warps"], r["num_stages"]) == (v["num_warps"], v["num_stages"])]
+        assert sorted(r["arch"] for r in rows) == sorted(ct.ARCHS), v
+    for r in result["rows"]:
+        assert r["regs"] > 0 and r["spill_stores"] is not None and r["shared"] is not None, r
+
+
+def test_installed_triton_compiles_every_variant_for_hopper_and_blackwell(compiled):
+    import triton
+    result = compiled["installed"]
+    assert result["triton"] == triton.__version__
+    assert_gate_passes(result)
+
+
+def test_server_triton_compiles_every_variant_for_hopper_and_blackwell(compiled):
+    _, why = server_triton()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"{why} (under CI the gate needs it: .ci/run installs it before the tests)")
+        pytest.skip(why)
+    result = compiled["server"]
+    assert result["triton"] == ct.SERVER_TRITON
+    assert result["triton_file"].startswith(str(ct.server_triton_dir()))
+    assert_gate_passes(result)
+
+
+def test_variants_cover_what_the_kit_launches(compiled):
+    """Every decode the kit ships (the timing probe aside), both EVEN_G values, and the config
+    of every benchmark shape, for every kernel of submission.py."""
+    variants = compiled["installed"]["variants"]
+    consts = [v["constexprs"] for v in variants]
+    shipped = {code for name, code in submission._DECODES.items() if name != ct.PROBE_DECODE}
+    assert {c["DECODE"] for c in consts} == shipped
+    assert {c["EVEN_G"] for c in consts} == {True, False}
+    launched = {(v["constexprs"]["BLOCK_M"], v["constexprs"]["BLOCK_G"], v["num_warps"], v["num_stages"])
+                for v in variants}
+    for m, k, l, _ in BENCHMARKS:
+        assert submission._triton_config(m, k, l) in launched, (m, k, l)
+    assert set(compiled["installed"]["kernels"]) == {name for name in vars(submission) if name.endswith("_kernel")
+                                                     and hasattr(getattr(submission, name), "arg_names")}
+
+
+def test_server_triton_is_the_modal_images_pin():
+    pins = re.findall(r'"triton==([0-9.]+)"', (ROOT / "modal_app.py").read_text())
+    assert pins == [ct.SERVER_TRITON]
+
+
+BROKEN = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _ok_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+    @triton.jit
+    def _bad_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(x_ptr + i, tl.no_such_function(i))
+
+
+    @triton.jit
+    def _orphan_kernel(x_ptr):
+        tl.store(x_ptr, 1.0)
+
+
+    def triton_compile_variants():
+        sig = {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+        return [{"kernel": name, "signature": sig, "constexprs": {"BLOCK": 64}, "attrs": {"x_ptr": "D"},
+                 "num_warps": 2, "num_stages": 1} for name in ("_ok_kernel", "_bad_kernel")]
+''')
+
+
+def test_a_kernel_that_does_not_compile_fails_the_gate(tmp_path):
+    """Through the triton_compile_variants() contract: the good kernel compiles for both archs,
+    the broken one is reported per arch, a kernel without variants is reported."""
+    path = tmp_path / "submission.py"
+    path.write_text(BROKEN)
+    result = ct.Worker(None, path).result()
+    ok = [r for r in result["rows"] if r["kernel"] == "_ok_kernel"]
+    assert [r["arch"] for r in ok] == list(ct.ARCHS) and all(r["error"] is None and r["regs"] > 0 for r in ok)
+    problems = ct.failures(result)
+    assert len(problems) == 1 + len(ct.ARCHS), problems
+    assert "kernel _orphan_kernel has no compile variant" in problems
+    for arch in ct.ARCHS:
+        assert any(f"_bad_kernel cc {arch}" in p and "no_such_function" in p for p in problems), problems
+    assert "_bad_kernel" in ct.markdown(result) and "ERROR" in ct.markdown(result)
