@@ -1209,32 +1209,6 @@ def _triton_backend(data, m: int, k: int, l: int, cfg=None, decode: str = "") ->
     return c
 
 
-def triton_compile_variants() -> list:
-    """Every (constexprs, num_warps, num_stages, signature) the triton backend can launch on a
-    GPU, for compile-only checks (benchmarks/compile_table.py): the configs of every table and
-    candidate list and the default family, each decode the GPU runs, both scale layouts, and
-    both EVEN_G values where a K can give either."""
-    cfgs = set()
-    for table in _MEASURED.values():
-        cfgs.update(v for (name, *_), v in table.items() if name == "triton")
-    for m, k, l in _TUNED_SHAPES:
-        cfgs.update(_candidates("triton", m, k, l, 0))
-    for k in (64, 128, 256, 512, 1536, 2048, 4096, 7168, 16384):
-        cfgs.add(_triton_default(128, k, 1))
-    sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sfa_ptr": "*u8", "sfb_ptr": "*u8", "c_ptr": "*fp16",
-           "n_groups": "i32", "stride_am": "i32", "stride_al": "i32", "stride_bl": "i32", "sfa_rstride": "i32",
-           "sfa_bstride": "i32", "sfb_bstride": "i32", "stride_cm": "i32", "stride_cl": "i32"}
-    out = []
-    for block_m, block_g, warps, stages in sorted(cfgs):
-        for dec in ("tl", "f16x2", "dp4a"):
-            for plain in (True, False):
-                for even in (True, False):
-                    out.append({"constexprs": {"BLOCK_M": block_m, "BLOCK_G": block_g, "STAGES": stages, "EVEN_G": even,
-                                               "DECODE": _DECODES[dec], "A_EVICT": _TRITON_EVICT, "PLAIN": plain},
-                                "num_warps": warps, "num_stages": stages, "signature": dict(sig)})
-    return out
-
-
 # --------------------------------------------------------------------------- cuda backend
 
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:

@@ -17,8 +17,8 @@ What is compiled (``launch_variants``): ``submission.triton_compile_variants()``
 submission defines it -- a list of dicts {"constexprs", "num_warps", "num_stages", "signature"}
 (optional "attrs" {arg name: "D" or [["tt.divisibility", 16]]}, "kernel" (name) and "source"
 (a label)) covering everything the backend can launch. Otherwise the launches are recorded:
-``_triton_backend`` is called with every decode of ``_DECODES`` (but the timing probe) on the
-official shapes and on 128 x K x 1 for K = 64, 128, ... 4096 (the default config family: every
+``_triton_backend`` is called with every config of ``launch_choices`` (both scale layouts) and
+every decode of ``_DECODES`` (but the timing probe) on the official shapes and on 128 x K x 1 for K = 64, 128, ... 4096 (the default config family: every
 step of its BLOCK_G halving for small K, both EVEN_G), with each ``*_kernel`` function replaced
 by a recorder. The recorded arguments are specialised as Triton's JIT does, by the Triton
 version under test (value 1 -> constexpr; multiples of 16 and 16-byte-aligned pointers ->
@@ -171,6 +171,7 @@ def recorded_variants(sub, kernels: dict) -> list[dict]:
     cases += [(128, k, 1, f"128x{k}x1 (default family)") for k in range(64, DEFAULT_FAMILY_MAX_K + 1, 64)]
     decodes = [d for d in sub._DECODES if d != PROBE_DECODE]
     saved = {name: getattr(sub, name) for name in kernels}
+    saved_plain = getattr(sub, "_TRITON_PLAIN", None)
     recorders = {name: _Recorder() for name in kernels}
     variants, seen = [], set()
     try:
@@ -178,9 +179,10 @@ def recorded_variants(sub, kernels: dict) -> list[dict]:
             setattr(sub, name, rec)
         for m, k, l, source in cases:
             data = reference.generate_input(m, k, l, 1111, device="cpu")
-            for decode in decodes:
+            for cfg, decode, plain in launch_choices(sub, m, k, l, decodes):
+                sub._TRITON_PLAIN = plain
                 with contextlib.suppress(Exception):  # launches after the recorded one may fail
-                    sub._triton_backend(data, m, k, l, decode)
+                    sub._triton_backend(data, m, k, l, cfg, decode=decode)
                 for name, rec in recorders.items():
                     for args, kwargs in rec.calls:
                         v = variant_from_launch(kernels[name], args, kwargs, source)
@@ -192,7 +194,20 @@ def recorded_variants(sub, kernels: dict) -> list[dict]:
     finally:
         for name, fn in saved.items():
             setattr(sub, name, fn)
+        sub._TRITON_PLAIN = saved_plain
     return variants
+
+
+def launch_choices(sub, m: int, k: int, l: int, decodes: list) -> list:
+    """(config, decode, plain scales) the triton backend can launch for a shape: the default and
+    tuning candidates (``_candidates``), the configs measured for any GPU model (``_MEASURED``),
+    every decode but the probe, both scale layouts."""
+    cfgs = list(sub._candidates("triton", m, k, l, (9, 0)))
+    for table in sub._MEASURED.values():
+        cfg = table.get(("triton", m, k, l))
+        if cfg is not None and cfg not in cfgs:
+            cfgs.append(cfg)
+    return [(cfg, decode, plain) for cfg in cfgs for decode in decodes for plain in (False, True)]
 
 
 def launch_variants(sub, kernels: dict | None = None) -> list[dict]:

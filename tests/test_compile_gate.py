@@ -85,7 +85,9 @@ def test_variants_cover_what_the_kit_launches(compiled):
     launched = {(v["constexprs"]["BLOCK_M"], v["constexprs"]["BLOCK_G"], v["num_warps"], v["num_stages"])
                 for v in variants}
     for m, k, l, _ in BENCHMARKS:
-        assert submission._triton_config(m, k, l) in launched, (m, k, l)
+        for cfg, _, _ in ct.launch_choices(submission, m, k, l, ["dp4a"]):
+            assert cfg in launched, (m, k, l, cfg)
+    assert {v["constexprs"]["PLAIN"] for v in variants} == {True, False}
     assert set(compiled["installed"]["kernels"]) == {name for name in vars(submission) if name.endswith("_kernel")
                                                      and hasattr(getattr(submission, name), "arg_names")}
 
