@@ -18,7 +18,8 @@ submission defines it -- a list of dicts {"constexprs", "num_warps", "num_stages
 (optional "attrs" {arg name: "D" or [["tt.divisibility", 16]]}, "kernel" (name) and "source"
 (a label)) covering everything the backend can launch. Otherwise the launches are recorded:
 ``_triton_backend`` is called with every config of ``launch_choices`` (both scale layouts) and
-every decode of ``_DECODES`` (but the timing probe) on the official shapes and on 128 x K x 1 for K = 64, 128, ... 4096 (the default config family: every
+every decode of ``_DECODES`` (but the timing probe) on the official shapes and on 128 x K x 1
+for K = 64, 128, ... 4096 (the default config family: every
 step of its BLOCK_G halving for small K, both EVEN_G), with each ``*_kernel`` function replaced
 by a recorder. The recorded arguments are specialised as Triton's JIT does, by the Triton
 version under test (value 1 -> constexpr; multiples of 16 and 16-byte-aligned pointers ->
