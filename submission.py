@@ -716,7 +716,7 @@ _CUDA_DECODES = {"dp4a": 0, "f16x2": 1, "dp4a-sr": 2}
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step before
 # its arithmetic, 2 register double buffering): how a lane reads a, fixed for every config
 # (chosen by measurement: benchmarks/NOTES.md, "cuda backend").
-_CUDA_SHAPE = (1, 0, 1, 0)
+_CUDA_SHAPE = (2, 2, 1, 0)
 
 
 class CudaBuildError(RuntimeError):
@@ -1211,22 +1211,41 @@ def _triton_backend(data, m: int, k: int, l: int, cfg=None, decode: str = "") ->
 
 # --------------------------------------------------------------------------- cuda backend
 
+# Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB) without the
+# decode: the winners of the H100 sweeps (benchmarks/NOTES.md, "cuda backend"), first the one
+# that won on both K = 7168 and K = 2048 families.
+_CUDA_FAMILIES = (
+    (16, 4, 2, 4, 2, 2, 1, 0),   # 4096x7168x8: 51.8-51.9 us in three runs (best)
+    (16, 2, 2, 2, 2, 2, 0, 12),  # 7168x2048x4: 16.5 us (best); 52.2 on 4096x7168x8
+    (32, 2, 4, 4, 2, 2, 0, 8),   # 7168x16384x1: 28.5-28.6 us (best)
+    (32, 4, 2, 4, 1, 2, 1, 0),   # 7168x16384x1: 29.4-29.6 us
+    (16, 4, 2, 2, 2, 2, 1, 0),   # 4096x7168x8: 51.6-52.0 us
+    (32, 2, 2, 4, 1, 2, 0, 6),   # 7168x2048x4: 16.8 us
+)
+
+
+def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
+    lpr, rpt, u, warps, _, v = cfg[:6]
+    rows = warps * (32 // lpr) * rpt
+    return rows <= 128 and m % rows == 0 and lpr * u <= max(k // 32, lpr) and u % v == 0
+
+
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
-    """(LPR, RPT, U, WARPS, DECODE) for a shape no table names: a whole warp on a row when
-    the row has 32 chunks or more (fewer lanes per row below that), up to 8 chunks in flight
-    per lane, 2 rows per lane when that still leaves the grid a few blocks per SM, 4 warps;
-    the f16x2 decode where the GPU converts e2m1 itself (compute capability 10.x)."""
+    """(LPR, RPT, U, WARPS, DECODE, V, LOAD, PIPE, MINB) for a shape no table names: the first
+    family that fits the shape, with fewer lanes per row (and chunks per lane) where rows are
+    short; the dp4a decode, or f16x2 where the GPU converts e2m1 itself (compute capability
+    10.x; unmeasured: the tuner times both there)."""
+    dec = 1 if capability[0] >= 10 else 0
     chunks = k // 32
+    for fam in _CUDA_FAMILIES:
+        cfg = fam[:4] + (dec,) + fam[4:]
+        if _cuda_fits(cfg, m, k):
+            return cfg
     lpr = 32
     while lpr > 2 and lpr > chunks:
         lpr //= 2
-    u = max(1, min(8, chunks // lpr))
-    warps, rpt = 4, 2
-    while warps * (32 // lpr) * rpt > 128:
-        rpt, warps = (1, warps) if rpt > 1 else (rpt, warps // 2)
-    if (m // (warps * (32 // lpr) * rpt)) * l < 4 * 132 and rpt > 1:
-        rpt = 1
-    return lpr, rpt, u, warps, 1 if capability[0] >= 10 else 0
+    u = max(1, min(2, chunks // lpr))
+    return (lpr, 1, u, 4 if 4 * (32 // lpr) <= 128 else 2, dec, 1, 2, 1, 0)
 
 
 def _cuda_rows(cfg: tuple) -> int:
@@ -1300,6 +1319,13 @@ def cuda_compile_variants() -> list:
 # numbers behind each entry are in benchmarks/RESULTS.md and benchmarks/NOTES.md.
 _MEASURED = {
     "NVIDIA H100 80GB HBM3": {
+        # 28.5-28.6 us in two runs (read ceiling 25.3): next (32, 2, 4, 4, 0, 2, 0, 0) 28.8,
+        # (32, 4, 2, 4, 2, 1, 2, 1) 29.4-29.6; triton's best 29.3-29.6.
+        ("cuda", 7168, 16384, 1): (32, 2, 4, 4, 0, 2, 2, 0, 8),
+        # 51.8-51.9 us in three runs (ceiling 46.1): next (16, 4, 2, 2, 0, 2, 2, 1) 51.6-52.0.
+        ("cuda", 4096, 7168, 8): (16, 4, 2, 4, 0, 2, 2, 1, 0),
+        # 16.5 us in two runs (ceiling 15.0): next (32, 2, 2, 4, 2, 1, 2, 0, 6) 16.8.
+        ("cuda", 7168, 2048, 4): (16, 2, 2, 2, 2, 2, 2, 0, 12),
         # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
         # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
@@ -1327,18 +1353,16 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
         return list(dict.fromkeys(cands + [c for c in extra if m % c[0] == 0]))
     if name == "cuda":
         cap = capability if isinstance(capability, tuple) else (9, 0)
-        base = _cuda_default(m, k, l, cap)
-        lpr, _, _, _, dec = base
-        chunks = k // 32
-        cands = [base]
-        for rpt, u, warps in ((1, 8, 4), (2, 4, 4), (1, 4, 4), (1, 8, 8), (2, 8, 4), (4, 2, 4)):
-            u = max(1, min(u, chunks // lpr))
-            cfg = (lpr, rpt, u, warps, dec)
-            if m % _cuda_rows(cfg) == 0 and _cuda_rows(cfg) <= 128:
-                cands.append(cfg)
-        if cap[0] >= 10:  # both decodes where both are native
-            cands += [c[:4] + (1 - dec,) for c in cands]
-        return list(dict.fromkeys(cands))[:6]
+        dec = 1 if cap[0] >= 10 else 0
+        cands = [_cuda_default(m, k, l, cap)]
+        for table in _MEASURED.values():  # what won on any GPU model for this shape
+            if ("cuda", m, k, l) in table:
+                cands.append(table[("cuda", m, k, l)][:4] + (dec,) + table[("cuda", m, k, l)][5:])
+        cands += [f[:4] + (dec,) + f[4:] for f in _CUDA_FAMILIES]
+        cands = [c for c in dict.fromkeys(cands) if _cuda_fits(c, m, k)][:6]
+        if cap[0] >= 10:  # the dp4a decode too, on the top three (which decode wins there is unmeasured)
+            cands += [c[:4] + (0,) + c[5:] for c in cands[:3]]
+        return cands
     return [None]
 
 

@@ -224,10 +224,18 @@ def main(argv: list[str] | None = None) -> int:
             sweeps[f"{shape} {name}"] = res
             us, bad = timed(backend_fn(name, cfg), sets, cases, args.reps)
             us_perm, bad_perm = timed(backend_fn(name, cfg), cpu_sets, cpu_cases, args.reps)
+            others = {}  # the configs measured best on other GPU models, timed here beside the pick
+            for model, table in submission._MEASURED.items():
+                other = table.get((name, m, k, l))
+                if model != info["device"] and other is not None and tuple(other) != tuple(cfg):
+                    o_us, o_bad = timed(backend_fn(name, other), sets, cases, args.reps)
+                    others[model] = {"config": list(other), "us": o_us, "wrong": o_bad}
+                    print(f"   {shape} {name}: {model}'s config {other}: {o_us:.2f} us"
+                          + (f" WRONG {o_bad}" if o_bad else ""), flush=True)
             row = {"shape": shape, "backend": name, "config": list(cfg), "pick_s": pick_s, "bytes": nbytes,
                    "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": us,
                    "ratio": ceil["us"] / us, "permuted_us": us_perm, "permuted_ratio": ceil["us"] / us_perm,
-                   "sol_b200_us": s.get("sol_us")}
+                   "sol_b200_us": s.get("sol_us"), "other_gpu_configs": others}
             if bad or bad_perm:
                 row["wrong"] = bad + bad_perm
             rows.append(row)

@@ -131,10 +131,13 @@ def test_pinned_config_and_candidates(monkeypatch):
     assert submission._pinned_config("triton") == (8, 128, 2, 1)
     for m, k, l, _ in BENCHMARKS + OFFICIAL_TESTS:
         for cap in ((9, 0), (10, 0)):
-            for cfg in submission._candidates("cuda", m, k, l, cap):
-                lpr, rpt, u, warps, dec = cfg
+            cands = submission._candidates("cuda", m, k, l, cap)
+            assert cands[0] == submission._cuda_default(m, k, l, cap)
+            for cfg in cands:
+                lpr, rpt, u, warps, dec, v = cfg[:6]
                 rows = submission._cuda_rows(cfg)
-                assert m % rows == 0 and rows <= 128 and lpr <= k // 32 and dec in (0, 1), cfg
+                assert m % rows == 0 and rows <= 128 and lpr <= max(2, k // 32) and dec in (0, 1, 2), cfg
+                assert u % v == 0 and len(cfg) == 9, cfg
 
 
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
