@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -74,39 +75,45 @@ def test_forced_cuda_backend_that_cannot_build_raises_the_compiler_message(monke
 
 
 def test_auto_skips_a_backend_that_fails_to_build_with_one_warning(monkeypatch, capsys):
-    """The race times every supported kernel backend; one whose build raises is skipped, said
-    once on stderr, and not tried again for the process; the next one is used."""
-    calls = []
+    """The race builds every supported kernel backend first; one whose build raises is
+    skipped, said once on stderr, and not tried again for the process; the others race."""
+    warmed, raced = [], []
 
-    def fake_time(name, data, m, k, l, reps=5):
-        calls.append(name)
+    def fake_warm(name, data, m, k, l):
+        warmed.append(name)
         if name == "cuda":
             raise submission.CudaBuildError("NVRTC could not compile: stub")
-        return 1.0
 
-    monkeypatch.setattr(submission, "_time_backend", fake_time)
+    def fake_race(names, data, m, k, l):
+        raced.append(list(names))
+        return {n: 1.0 for n in names}
+
+    monkeypatch.setattr(submission, "_warm_backend", fake_warm)
+    monkeypatch.setattr(submission, "_race", fake_race)
     monkeypatch.setattr(submission, "_FASTEST", {})
     monkeypatch.setattr(submission, "_BROKEN", {})
     monkeypatch.setitem(submission._SUPPORT, "cuda", lambda d: (not submission._BROKEN.get("cuda"), "broken"))
     monkeypatch.setitem(submission._SUPPORT, "triton", lambda d: (True, ""))
-    monkeypatch.setitem(submission._SUPPORT, "scaled_mm", lambda d: (False, "not Blackwell"))
+    monkeypatch.setitem(submission._SUPPORT, "scaled_mm", lambda d: (True, ""))
     d1 = _gen(128, 256, 1, 1, device="cpu")
     d2 = _gen(128, 512, 1, 1, device="cpu")
     assert submission._fastest(d1, 128, 256, 1) == "triton"
     assert submission._fastest(d2, 128, 512, 1) == "triton"
-    assert calls == ["cuda", "triton", "triton"]
+    assert warmed == ["cuda", "triton", "scaled_mm", "triton", "scaled_mm"]
+    assert raced == [["triton", "scaled_mm"], ["triton", "scaled_mm"]]
     err = capsys.readouterr().err
     assert err.count("the cuda backend failed here and is skipped") == 1 and "stub" in err
 
 
 def test_fastest_is_measured_once_per_shape_and_cached(monkeypatch):
-    timed = []
+    raced = []
 
-    def fake_time(name, data, m, k, l, reps=5):
-        timed.append((name, k))
-        return {"cuda": 1.0, "triton": 2.0, "scaled_mm": 0.5 if k == 256 else 3.0}[name]
+    def fake_race(names, data, m, k, l):
+        raced.append((tuple(names), k))
+        return {"cuda": 1.0, "triton": 2.0, "scaled_mm": 0.5 if k == 256 else 3.0}
 
-    monkeypatch.setattr(submission, "_time_backend", fake_time)
+    monkeypatch.setattr(submission, "_warm_backend", lambda *a: None)
+    monkeypatch.setattr(submission, "_race", fake_race)
     monkeypatch.setattr(submission, "_FASTEST", {})
     for name in submission._KERNEL_BACKENDS:
         monkeypatch.setitem(submission._SUPPORT, name, lambda d: (True, ""))
@@ -115,8 +122,7 @@ def test_fastest_is_measured_once_per_shape_and_cached(monkeypatch):
     assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
     assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
     assert submission._fastest(d2, 128, 512, 1) == "cuda"
-    assert timed == [("cuda", 256), ("triton", 256), ("scaled_mm", 256), ("cuda", 512), ("triton", 512),
-                     ("scaled_mm", 512)]
+    assert raced == [(submission._KERNEL_BACKENDS, 256), (submission._KERNEL_BACKENDS, 512)]
 
 
 def test_auto_is_torch_on_cpu_and_a_race_on_cuda(monkeypatch):
@@ -181,6 +187,29 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         assert scalars[4:7] == (0, m * k // 16, 128 * k // 16)
         assert launched[0] == [t.data_ptr() for t in (a, b, sfa_p, sfb_p, c)]
     assert len(launched) == 2
+
+
+def test_config_choice_measured_table_tuner_default_and_pin(monkeypatch):
+    """A GPU model in the measured table uses its entry; an unknown one times the candidates on
+    a large shape (here a stub tuner) and takes the default on a small one; the pick is cached
+    per process; NVFP4_GEMV_CONFIG overrides all of it."""
+    tuned = []
+    monkeypatch.setattr(submission, "_CHOSEN", {})
+    monkeypatch.setattr(submission, "_tune", lambda name, data, m, k, l, cands: tuned.append((name, m)) or cands[-1])
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    big = (7168, 2048, 4)
+    data = [types.SimpleNamespace(device=torch.device("cuda", 0))]
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
+    assert submission._config_for("cuda", data, *big) == submission._MEASURED["NVIDIA H100 80GB HBM3"][("cuda", *big)]
+    monkeypatch.setattr(submission, "_CHOSEN", {})
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA B200")
+    cands = submission._candidates("cuda", *big, (9, 0))
+    assert submission._config_for("cuda", data, *big) == cands[-1]
+    assert submission._config_for("cuda", data, *big) == cands[-1] and tuned == [("cuda", 7168)]
+    assert submission._config_for("cuda", data, 128, 256, 1) == submission._cuda_default(128, 256, 1, (9, 0))
+    assert tuned == [("cuda", 7168)]  # small shapes are not tuned
+    monkeypatch.setenv("NVFP4_GEMV_CONFIG", "cuda=32,1,8,4,0")
+    assert submission._config_for("cuda", data, *big) == (32, 1, 8, 4, 0)
 
 
 def test_cuda_source_never_holds_the_forbidden_word():
