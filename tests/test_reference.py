@@ -354,11 +354,6 @@ def test_ref_kernel_accepts_uint8_bytes_and_cpu_scales():
     assert torch.equal(R.ref_kernel(raw), R.ref_kernel(data[:6] + (data[6].clone(),)))
 
 
-def test_generate_input_rejects_unknown_distribution():
-    with pytest.raises(ValueError, match="unknown distribution"):
-        R.generate_input(128, 256, 1, seed=1, device="cpu", distribution="nope")
-
-
 # ----------------------------------------------------------------- checker
 
 
