@@ -905,13 +905,16 @@ class _CudaLaunch:
         self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
         self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
         self.launch = _driver().launch
+        u = ctypes.c_uint
+        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(smem), None, self.params, None)
 
     def __call__(self, a, b, sfa, sfb, c) -> None:
+        self.launch_ptrs(a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
+
+    def launch_ptrs(self, pa: int, pb: int, psa: int, psb: int, pc: int) -> None:
         p = self.ptrs
-        p[0].value, p[1].value, p[2].value = a.data_ptr(), b.data_ptr(), sfa.data_ptr()
-        p[3].value, p[4].value = sfb.data_ptr(), c.data_ptr()
-        res = self.launch(self.fn, self.grid[0], self.grid[1], 1, self.threads, 1, 1, self.smem, None, self.params,
-                          None)
+        p[0].value, p[1].value, p[2].value, p[3].value, p[4].value = pa, pb, psa, psb, pc
+        res = self.launch(*self.args)
         if res:
             raise RuntimeError(f"cuda backend launch failed: {_driver().error(res)}")
 
@@ -1601,34 +1604,37 @@ def run_backend(name: str, data, cfg=None) -> torch.Tensor:
 
 
 # Per-call fast path: the decision of the first call (checks passed, backend picked, kernel
-# built) is kept per input signature (shapes, strides, dtypes, devices, pointer alignment, the
-# environment); a later call with the same signature skips straight to the launch. The
-# harness hands each call fresh clones with the same signature, so this is every timed call.
+# built) is kept per input layout; a later call whose tensors have the same shapes, strides,
+# dtypes, devices and pointer alignment (the harness hands each call fresh clones with the
+# same layout) skips straight to the launch. Keyed by a's layout and NVFP4_GEMV_BACKEND; the
+# entry holds the layout of the other tensors to compare. Only the tensors a launch reads are
+# compared (for the cuda backend: a, b, the scales it reads, c): about half the attribute
+# reads of comparing all seven, which is most of this path's host time.
 _FAST = {}
 
 
-def _signature(data) -> tuple:
-    a, b, sfa, sfb, sfa_p, sfb_p, c = data
-    return (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
-            sfa.shape, sfa.stride(), sfa.dtype, sfa.device, sfb.shape, sfb.stride(), sfb.dtype, sfb.device,
-            sfa_p.shape, sfa_p.stride(), sfa_p.dtype, sfa_p.device, sfb_p.shape, sfb_p.stride(), sfb_p.dtype,
-            sfb_p.device, c.shape, c.stride(), c.dtype, c.device,
-            (a.data_ptr() | b.data_ptr() | sfa.data_ptr() | sfb.data_ptr() | sfa_p.data_ptr()) & 15,
-            os.environ.get(_ENV), os.environ.get(_ENV_CONFIG))
+def _layout(*ts) -> tuple:
+    return tuple(x for t in ts for x in (t.shape, t.stride(), t.dtype, t.device))
 
 
 def custom_kernel(data: input_t) -> output_t:
     try:
-        sig = _signature(data)
-        fast = _FAST.get(sig)
+        a = data[0]
+        entry = _FAST.get((a.shape, a.stride(), a.dtype, a.device, os.environ.get(_ENV)))
     except Exception:  # noqa: BLE001 - not the expected tuple: the checks below say what is wrong
-        sig = fast = None
-    if fast is not None:
-        run, si = fast
-        if si:
-            run(data[0], data[1], data[si], data[si + 1], data[6])
-            return data[6]
-        return run(data)
+        entry = None
+    if entry is not None:
+        si, layout, align, run = entry
+        if si:  # written out (not _layout): this is the per-call host time
+            b, sa, sb, c = data[1], data[si], data[si + 1], data[6]
+            if (b.shape, b.stride(), b.dtype, b.device, sa.shape, sa.stride(), sa.dtype, sa.device, sb.shape,
+                    sb.stride(), sb.dtype, sb.device, c.shape, c.stride(), c.dtype, c.device) == layout:
+                pa, pb, ps, pt = a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr()
+                if (pa | pb | ps | pt) & 15 == align:
+                    run.launch_ptrs(pa, pb, ps, pt, c.data_ptr())
+                    return c
+        elif _layout(*data[1:]) == layout and (a.data_ptr() | data[1].data_ptr()) & 15 == align:
+            return run(data)
     m, k, l = _check(data)
     name = select_backend(data[0].device)
     if name == "fastest":
@@ -1638,9 +1644,15 @@ def custom_kernel(data: input_t) -> output_t:
         if problem:
             raise ValueError(problem)
     out = _RUN[name](data, m, k, l)
-    if sig is not None and (data[0].device.type != "cuda" or torch.cuda.device_count() == 1):
+    a = data[0]
+    key = (a.shape, a.stride(), a.dtype, a.device, os.environ.get(_ENV))
+    if a.device.type != "cuda" or torch.cuda.device_count() == 1:
         if name == "cuda":
-            _FAST[sig] = _cuda_prepared(data, m, k, l)
+            run, si = _cuda_prepared(data, m, k, l)
+            b, sa, sb = data[1], data[si], data[si + 1]
+            _FAST[key] = (si, _layout(b, sa, sb, data[6]),
+                          (a.data_ptr() | b.data_ptr() | sa.data_ptr() | sb.data_ptr()) & 15, run)
         else:
-            _FAST[sig] = (lambda d, f=_RUN[name], shape=(m, k, l): f(d, *shape)), 0
+            _FAST[key] = (0, _layout(*data[1:]), (a.data_ptr() | data[1].data_ptr()) & 15,
+                          lambda d, f=_RUN[name], shape=(m, k, l): f(d, *shape))
     return out

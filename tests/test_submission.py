@@ -347,3 +347,23 @@ def test_nan_scale_gives_nan_in_that_row_only(name):
     assert torch.isnan(expected[7, 0, 1]) and int(torch.isnan(expected).sum()) == 1
     out = _run_poisoned(lambda d: submission.run_backend(name, d), data)
     assert torch.isnan(out[7, 0, 1]) and int(torch.isnan(out).sum()) == 1
+
+
+def test_fast_path_rechecks_a_changed_layout(monkeypatch):
+    """After a first call, a call with the same layout takes the per-call fast path (and is
+    still right); one whose other tensors changed layout is checked again in full (a c of the
+    wrong shape raises instead of being written out of bounds); a changed NVFP4_GEMV_BACKEND
+    is honoured."""
+    monkeypatch.setattr(submission, "_FAST", {})
+    monkeypatch.setenv("NVFP4_GEMV_BACKEND", "torch")
+    data = make_input(256, 256, 2, 5, "cpu", "full-range")
+    _assert_matches(_run_poisoned(submission.custom_kernel, data), data)
+    assert len(submission._FAST) == 1
+    again = make_input(256, 256, 2, 6, "cpu", "full-range")
+    _assert_matches(_run_poisoned(submission.custom_kernel, again), again)
+    wrong_c = again[:6] + (torch.empty(256, 1, 3, dtype=torch.float16),)
+    with pytest.raises(ValueError, match=r"c must be \[M, 1, L\]"):
+        submission.custom_kernel(wrong_c)
+    monkeypatch.setenv("NVFP4_GEMV_BACKEND", "scaled_mm")
+    with pytest.raises(RuntimeError, match="NVFP4_GEMV_BACKEND=scaled_mm cannot run"):
+        submission.custom_kernel(again)
