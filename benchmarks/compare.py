@@ -237,6 +237,8 @@ STRATEGIES = [
     Strategy("ceiling", "ceiling: streaming read",
              "plain read of a + sfa + b row 0 + sfb row 0 + c (timing.read_ceiling kernel)",
              requires=("cuda", "triton")),
+    Strategy("cuda", "cuda backend", "submission.custom_kernel, NVFP4_GEMV_BACKEND=cuda (hand-written kernel, "
+             "NVRTC)", requires=("cuda", "cuda_kernel"), backend="cuda", call=_custom_kernel),
     Strategy("triton", "triton backend", "submission.custom_kernel, NVFP4_GEMV_BACKEND=triton",
              requires=("cuda", "triton"), backend="triton", call=_custom_kernel),
     Strategy("scaled_mm", "_scaled_mm backend",
@@ -269,11 +271,13 @@ def requirement_reasons(capability: tuple | None, has_triton: bool | None = None
     has_triton = (submission.triton is not None) if has_triton is None else has_triton
     if capability is None:
         none = "needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none"
-        return {"cuda": none, "triton": none,
+        return {"cuda": none, "triton": none, "cuda_kernel": none,
                 "fp4_scaled_mm": "needs a CUDA GPU of compute capability 10.x (FP4 torch._scaled_mm); "
                                  "this machine has none"}
     sm = f"sm_{capability[0]}{capability[1]}"
-    out = {"cuda": "", "triton": "", "fp4_scaled_mm": ""}
+    out = {"cuda": "", "triton": "", "fp4_scaled_mm": "", "cuda_kernel": ""}
+    if tuple(capability) < (8, 9):
+        out["cuda_kernel"] = f"n/a on {sm}: the cuda kernel needs compute capability >= 8.9"
     if not has_triton:
         out["triton"] = "triton is not installed"
     elif tuple(capability) < (8, 0):

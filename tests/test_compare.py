@@ -16,7 +16,7 @@ import reference
 import submission
 from benchmarks import compare
 
-ALL_KEYS = ["ceiling", "triton", "scaled_mm", "official", "dequant_mm", "fp16_gemv", "graph"]
+ALL_KEYS = ["ceiling", "cuda", "triton", "scaled_mm", "official", "dequant_mm", "fp16_gemv", "graph"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -43,7 +43,9 @@ def test_registry_names_the_actual_capability():
     assert entries["official"]["reason"].startswith("n/a on sm_120")
     old = {e["key"]: e for e in compare.registry(capability=(7, 5), has_triton=True)}
     assert [k for k in ALL_KEYS if old[k]["available"]] == ["dequant_mm", "fp16_gemv"]
-    assert "n/a on sm_75" in old["triton"]["reason"]
+    assert "n/a on sm_75" in old["triton"]["reason"] and "n/a on sm_75" in old["cuda"]["reason"]
+    ampere = {e["key"]: e for e in compare.registry(capability=(8, 0), has_triton=True)}
+    assert not ampere["cuda"]["available"] and "8.9" in ampere["cuda"]["reason"]
 
 
 def test_registry_without_triton_or_cuda():
@@ -269,6 +271,7 @@ def synthetic_rows():
                                40 if dev else 0, 20 if har else 0, note=note)
 
         rows += [row("ceiling", "ok", base, 2 * base),
+                 row("cuda", "ok", 1.5 * base, 2.5 * base),
                  row("triton", "ok", 2 * base, 3 * base),
                  row("scaled_mm", "n/a", reason="n/a on sm_90: FP4 torch._scaled_mm needs compute capability 10.x"),
                  row("official", "ok", None, 100 * base, note="no device time: it syncs"),
@@ -318,7 +321,7 @@ def test_csv_writer(tmp_path):
     header, recs = _read_csv(path)
     assert any("Fake GPU 9000" in h for h in header) and any("--reps 3" in h for h in header)
     assert any("torch 2.13.0, triton 3.9.0" in h for h in header) and any("2026-01-01" in h for h in header)
-    assert len(recs) == 2 * 7 + 7
+    assert len(recs) == 2 * 8 + 8
     assert tuple(recs[0]) == compare.CSV_FIELDS
     tri = next(r for r in recs if r["shape"] == "128x1024x2" and r["strategy"] == "triton")
     assert float(tri["device_us"]) == 40.0 and float(tri["ceiling_over_device"]) == pytest.approx(0.5)
@@ -340,13 +343,14 @@ def test_markdown_table(tmp_path):
     lines = text.splitlines()
     tables = [i for i, ln in enumerate(lines) if ln.startswith("| strategy |")]
     assert len(tables) == 2  # device, then harness
-    dev = lines[tables[0]:tables[0] + 9]
+    dev = lines[tables[0]:tables[0] + 10]
     assert "256x512x1 µs (ceiling/time)" in dev[0] and "geomean triton/time" in dev[0]
     assert dev[2].startswith("| 1. ceiling: streaming read | 10.00 (1.00) | 20.00 (1.00) | 14.14 | 1.000 |")
-    assert dev[3].startswith("| 2. triton backend | 20.00 (0.50) | 40.00 (0.50) | 28.28 | 0.500 | 1.000 |")
-    assert "| n/a | n/a | - | - | - |" in dev[4]
-    assert "host-blocking" in dev[5]
-    assert dev[8].startswith("| 7. CUDA graph replay (triton) | 20.00 (0.50) | FAILED | - |")
+    assert dev[3].startswith("| 2. cuda backend | 15.00 (0.67) | 30.00 (0.67) | 21.21 | 0.667 | 1.333 |")
+    assert dev[4].startswith("| 3. triton backend | 20.00 (0.50) | 40.00 (0.50) | 28.28 | 0.500 | 1.000 |")
+    assert "| n/a | n/a | - | - | - |" in dev[5]
+    assert "host-blocking" in dev[6]
+    assert dev[9].startswith("| 8. CUDA graph replay (triton) | 20.00 (0.50) | FAILED | - |")
     assert "n/a on sm_90" in text and "wrong output: Number of mismatched elements: 3" in text
     assert "no device time: it syncs" in text
     assert compare.format_report(META, rows, compare.geomeans(rows), "x.png") == text
