@@ -1212,6 +1212,23 @@ def _triton_backend(data, m: int, k: int, l: int, cfg=None, decode: str = "") ->
     return c
 
 
+def _triton_fast(data, m: int, k: int, l: int):
+    """(index of the sfa tensor the launch reads, call(a, b, sfa, sfb, c)) of the direct
+    runner of these inputs' launch, once the JIT path has built it; None where there is none.
+    The runner takes the tensors as they are (it reads their data pointers)."""
+    c = data[6]
+    plain = _TRITON_PLAIN and _plain_scales(data, k, 1)
+    args = _triton_args(data, m, k, plain)
+    aligned = (args[0].data_ptr() | args[1].data_ptr() | args[2].data_ptr() | args[3].data_ptr()
+               | c.data_ptr()) & 15 == 0
+    cfg = _config_for("triton", data, m, k, l)
+    run = _TRITON_LAUNCH.get((args[5:], m, l, aligned, cfg, "", plain, _TRITON_EVICT, c.device))
+    if run is None:
+        return None
+    tail = args[5:] + run.consts
+    return (2 if plain else 4), (lambda a, b, sa, sb, c_: run(a, b, sa, sb, c_, *tail))
+
+
 # --------------------------------------------------------------------------- cuda backend
 
 # Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB) without the
@@ -1624,14 +1641,17 @@ def custom_kernel(data: input_t) -> output_t:
     except Exception:  # noqa: BLE001 - not the expected tuple: the checks below say what is wrong
         entry = None
     if entry is not None:
-        si, layout, align, run = entry
+        si, layout, align, run, by_ptrs = entry
         if si:  # written out (not _layout): this is the per-call host time
             b, sa, sb, c = data[1], data[si], data[si + 1], data[6]
             if (b.shape, b.stride(), b.dtype, b.device, sa.shape, sa.stride(), sa.dtype, sa.device, sb.shape,
                     sb.stride(), sb.dtype, sb.device, c.shape, c.stride(), c.dtype, c.device) == layout:
                 pa, pb, ps, pt = a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr()
-                if (pa | pb | ps | pt) & 15 == align:
-                    run.launch_ptrs(pa, pb, ps, pt, c.data_ptr())
+                if (pa | pb | ps | pt | c.data_ptr()) & 15 == align:
+                    if by_ptrs:
+                        run.launch_ptrs(pa, pb, ps, pt, c.data_ptr())
+                    else:
+                        run(a, b, sa, sb, c)
                     return c
         elif _layout(*data[1:]) == layout and (a.data_ptr() | data[1].data_ptr()) & 15 == align:
             return run(data)
@@ -1647,12 +1667,20 @@ def custom_kernel(data: input_t) -> output_t:
     a = data[0]
     key = (a.shape, a.stride(), a.dtype, a.device, os.environ.get(_ENV))
     if a.device.type != "cuda" or torch.cuda.device_count() == 1:
+        fast = None
         if name == "cuda":
             run, si = _cuda_prepared(data, m, k, l)
-            b, sa, sb = data[1], data[si], data[si + 1]
-            _FAST[key] = (si, _layout(b, sa, sb, data[6]),
-                          (a.data_ptr() | b.data_ptr() | sa.data_ptr() | sb.data_ptr()) & 15, run)
+            fast = si, run, True
+        elif name == "triton" and not _INTERPRET:
+            found = _triton_fast(data, m, k, l)
+            fast = found and (found[0], found[1], False)
+        if fast:
+            si, run, by_ptrs = fast
+            b, sa, sb, c = data[1], data[si], data[si + 1], data[6]
+            _FAST[key] = (si, _layout(b, sa, sb, c),
+                          (a.data_ptr() | b.data_ptr() | sa.data_ptr() | sb.data_ptr() | c.data_ptr()) & 15,
+                          run, by_ptrs)
         else:
             _FAST[key] = (0, _layout(*data[1:]), (a.data_ptr() | data[1].data_ptr()) & 15,
-                          lambda d, f=_RUN[name], shape=(m, k, l): f(d, *shape))
+                          lambda d, f=_RUN[name], shape=(m, k, l): f(d, *shape), False)
     return out
