@@ -409,6 +409,50 @@ def report(results: list[dict], command: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# ----------------------------------------------------------------------------- the cuda backend
+
+CUDA_ARCHS = ("sm_90a", "sm_100a")
+
+
+def cuda_rows(sub) -> list[dict]:
+    """Registers, stack and spill bytes of every cuda kernel variant the submission can launch
+    (its ``cuda_compile_variants``), compiled by NVRTC for each of CUDA_ARCHS (no GPU), read with
+    the cuobjdump of Triton's wheel; [] when NVRTC or cuobjdump is missing here."""
+    import subprocess
+    import tempfile
+
+    import triton
+    dump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    try:
+        sub._nvrtc()
+    except Exception:  # noqa: BLE001 - no NVRTC here: no table
+        return []
+    if not dump.exists():
+        return []
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg, full, plain in sub.cuda_compile_variants():
+            if not (full and plain):
+                continue  # the masked tail and permuted-scale variants are compiled by the gate, not tabled
+            name, source = sub.cuda_kernel(cfg, full, plain)
+            for arch in CUDA_ARCHS:
+                path = Path(tmp) / f"{name}.{arch}.cubin"
+                path.write_bytes(sub.cuda_compile(source, arch))
+                usage = subprocess.run([str(dump), "-res-usage", str(path)], capture_output=True, text=True).stdout
+                m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", usage)
+                rows.append({"config": cfg, "arch": arch, "regs": int(m.group(1)), "stack": int(m.group(2)),
+                             "shared": int(m.group(3)), "local": int(m.group(4))})
+    return rows
+
+
+def cuda_markdown(rows: list[dict]) -> str:
+    out = ["| config (LPR, RPT, U, WARPS, DECODE, V, LOAD, PIPE, MINB) | arch | registers | stack bytes "
+           "| static shared bytes |", "|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {tuple(r['config'])} | {r['arch']} | {r['regs']} | {r['stack']} | {r['shared']} |")
+    return "\n".join(out)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def gate(submission: Path | str = SUBMISSION, server: Path | None = None) -> list[dict]:
@@ -446,6 +490,13 @@ def main(argv: list[str] | None = None) -> int:
     results = gate(args.submission, server)
     command = "python3 benchmarks/compile_table.py" + (" --installed-only" if server is None else "")
     text = report(results, command)
+    rows = cuda_rows(load_submission(args.submission))
+    if rows:
+        text += ("\n## CUDA backend (NVRTC " + ".".join(map(str, load_submission(args.submission).nvrtc_version()))
+                 + ")\n\nEvery config the cuda backend can launch (whole steps, plain scales; the gate in "
+                 "tests/test_cuda_backend.py\ncompiles the other variants too), read from the cubin with cuobjdump "
+                 "-res-usage. A stack\nabove 0 is spilled registers (the MINB configs trade a few for occupancy)."
+                 "\n\n" + cuda_markdown(rows) + "\n")
     print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
