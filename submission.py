@@ -52,6 +52,7 @@ _BACKENDS = ("auto", "cuda", "triton", "scaled_mm", "torch")
 _KERNEL_BACKENDS = ("cuda", "triton", "scaled_mm")  # what auto races on a GPU, in this order
 _ENV = "NVFP4_GEMV_BACKEND"
 _ENV_CONFIG = "NVFP4_GEMV_CONFIG"
+_ENV_TUNE = "NVFP4_GEMV_TUNE"  # auto (default) | force (ignore the measured table) | off (never time configs)
 _FP4 = torch.float4_e2m1fn_x2
 _E4M3 = torch.float8_e4m3fn
 
@@ -1417,7 +1418,9 @@ def _gemv_bytes(m: int, k: int, l: int) -> int:
 def _config_for(name: str, data, m: int, k: int, l: int):
     """The config of backend ``name`` for this shape: pinned by NVFP4_GEMV_CONFIG, else the
     one measured for this GPU model, else (large shapes on a GPU) the fastest of the
-    candidates timed now on these inputs, else the default; cached for the process."""
+    candidates timed now on these inputs, else the default; cached for the process.
+    NVFP4_GEMV_TUNE=force times the candidates even where the table knows the GPU (to compare
+    the tuner's pick with the table's), =off never times them."""
     pinned = _pinned_config(name)
     if pinned is not None:
         return pinned
@@ -1429,10 +1432,11 @@ def _config_for(name: str, data, m: int, k: int, l: int):
         cands = _candidates(name, m, k, l, cap)
         cfg = cands[0]
         if dev.type == "cuda":
+            tune = os.environ.get(_ENV_TUNE, "auto").strip().lower()
             known = _MEASURED.get(torch.cuda.get_device_name(dev), {}).get((name, m, k, l))
-            if known is not None:
+            if known is not None and tune != "force":
                 cfg = known
-            elif len(cands) > 1 and _gemv_bytes(m, k, l) >= _TUNE_MIN_BYTES:
+            elif len(cands) > 1 and _gemv_bytes(m, k, l) >= _TUNE_MIN_BYTES and tune != "off":
                 cfg = _tune(name, data, m, k, l, cands)
         _CHOSEN[key] = cfg
     return cfg

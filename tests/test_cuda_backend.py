@@ -209,6 +209,14 @@ def test_config_choice_measured_table_tuner_default_and_pin(monkeypatch):
     assert submission._config_for("cuda", data, *big) == cands[-1] and tuned == [("cuda", 7168)]
     assert submission._config_for("cuda", data, 128, 256, 1) == submission._cuda_default(128, 256, 1, (9, 0))
     assert tuned == [("cuda", 7168)]  # small shapes are not tuned
+    monkeypatch.setattr(submission, "_CHOSEN", {})
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setenv("NVFP4_GEMV_TUNE", "force")  # the table is known, but the candidates are timed
+    assert submission._config_for("cuda", data, *big) == cands[-1] and len(tuned) == 2
+    monkeypatch.setattr(submission, "_CHOSEN", {})
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA B200")
+    monkeypatch.setenv("NVFP4_GEMV_TUNE", "off")  # unknown GPU, nothing timed: the default
+    assert submission._config_for("cuda", data, *big) == cands[0] and len(tuned) == 2
     monkeypatch.setenv("NVFP4_GEMV_CONFIG", "cuda=32,1,8,4,0")
     assert submission._config_for("cuda", data, *big) == (32, 1, 8, 4, 0)
 
