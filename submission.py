@@ -1461,10 +1461,11 @@ def _tune(name: str, data, m: int, k: int, l: int, cands: list):
 
 _FLUSH = {}  # device -> scratch buffer of twice the L2 (zeroed between timed calls)
 
-# Timed calls per candidate in a race: 7, interleaved. With 5 back-to-back calls on one input
-# (the first version), an H200 ranked configs by their L2-warm time: the tuner kept configs
-# 1-8% slower L2-cold than the best (benchmarks/NOTES.md, "tuner").
-_RACE_REPS = 7
+# Timed calls per candidate in a race, interleaved, each L2-cold. With 5 back-to-back calls on
+# one input (the first version) an H200 ranked configs by their L2-warm time; with 7 cold ones
+# the tuner still kept configs up to 8% slower than the table's (benchmarks/NOTES.md, "tuner").
+# 21 calls cost well under 10 ms of GPU time per race, next to ~0.2 s of compiling per config.
+_RACE_REPS = 21
 
 
 def _cold_times(fns: list, device, reps: int = _RACE_REPS) -> list:
