@@ -980,7 +980,7 @@ def human_main(argv: list[str]) -> int:
                         "(checked before any case runs). Default: tests in test mode, benchmarks in the others")
     p.add_argument("--distribution", default="official", metavar="|".join(_distributions()),
                    help="input values (default %(default)s: the server's)")
-    p.add_argument("--backend", choices=("auto", "scaled_mm", "triton", "torch"),
+    p.add_argument("--backend", choices=("auto", "cuda", "triton", "scaled_mm", "torch"),
                    help=f"sets {ENV_BACKEND} for the submission")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = p.parse_args(argv)
