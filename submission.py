@@ -495,31 +495,6 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
-// ---- PIPE >= 3: the step's rows of a and their scales arrive in shared memory by bulk copies
-// (the copy engine, completing on an mbarrier), PIPE stages ahead, so the bytes in flight do
-// not depend on registers or resident warps.
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ void mbar_init(u32 bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  u32 done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
           bool PROBE>
 __device__ __forceinline__ void gemv_body(
@@ -530,7 +505,6 @@ __device__ __forceinline__ void gemv_body(
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
-  constexpr int NBUF = PIPE == 2 ? 2 : 1;
   static_assert(U % V == 0, "U must be a multiple of V");
   typedef Decode<DECODE> D;
   const Tables T = tables(zero);
@@ -550,14 +524,14 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  Q av[NBUF][RPT][U];
-  u32 sa[NBUF][RPT][U];
+  Q av[RPT][U];
+  u32 sa[RPT][U];
   // chunk of (u, lane t) in the step starting at c0: V adjacent chunks per lane, LPR lanes side by side
   auto chunk = [&](int c0, int u) { return c0 + (u / V) * (LPR * V) + t * V + u % V; };
 
-  // The step's loads of a and its scales into buffer p. Addresses: one pointer per row and
+  // The step's loads of a and its scales. Addresses: one pointer per row and
   // step, every load an immediate offset from it.
-  auto load = [&](int p, int c0) {
+  auto load = [&](int c0) {
     const int first = c0 + t * V;  // the lane's first chunk of the step
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
@@ -567,20 +541,20 @@ __device__ __forceinline__ void gemv_body(
       for (int u = 0; u < U; ++u) {
         const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
         if (FULL || ch < chunks) {
-          av[p][i][u] = ld_a<LOAD>(arow + 16 * off);
+          av[i][u] = ld_a<LOAD>(arow + 16 * off);
           const unsigned char* sq = PLAIN ? srow + 2 * off : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[p][i][u] = ld_scales16<LOAD>(sq);
-          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<LOAD>(sq);
-          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
+          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sq);
+          else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
-          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[p][i][u] = 0u;
+          av[i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[i][u] = 0u;
         }
       }
     }
   };
   // b's chunks of the step, decoded once per lane for its RPT rows, and the dot products.
-  auto compute = [&](int p, int c0, const unsigned char* bstep) {
+  auto compute = [&](int c0, const unsigned char* bstep) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int ch = chunk(c0, u);
@@ -593,8 +567,8 @@ __device__ __forceinline__ void gemv_body(
       if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
-                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
+                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
       } else {
         const typename D::B bc = D::prep(bq, T);
         float sb0, sb1;
@@ -602,8 +576,8 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
           float g0, g1, sa0, sa1;
-          dot_chunk(av[p][i][u], bc, T, g0, g1);
-          e4m3x2(sa[p][i][u], sa0, sa1);
+          dot_chunk(av[i][u], bc, T, g0, g1);
+          e4m3x2(sa[i][u], sa0, sa1);
           acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
           acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
         }
@@ -611,85 +585,22 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  if constexpr (PIPE >= 3) {
-    // The block's BROWS rows x STEP chunks of a step (and the scale pairs) land in stage
-    // j % PIPE of a shared-memory ring; warp 0 refills a stage once every warp is done with it.
-    constexpr int ROWB = STEP * 16, SROWB = STEP * 2;
-    constexpr int STAGE_A = BROWS * ROWB, STAGE = STAGE_A + BROWS * SROWB;
-    static_assert(SROWB % 16 == 0, "bulk copies need 16-byte multiples: STEP % 8 == 0");
-    extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) unsigned long long full[PIPE];
-    const int nsteps = chunks / STEP, warp = threadIdx.x >> 5;
-    const unsigned char* ga = a + bi * a_bs + (i64)(blockIdx.x * BROWS) * a_rs;
-    const unsigned char* gs = sfa + bi * sfa_bs + (i64)(blockIdx.x * BROWS) * sfa_rs;
-    if (threadIdx.x == 0) {
+  for (int c0 = 0; c0 < chunks; c0 += STEP) {
+    load(c0);
+    const unsigned char* bstep = bp;
+    if (PIPE == 1) {
+      // All loads of the step are issued before the first use: ptxas would otherwise sink
+      // each load next to its use (fewer registers, but one load in flight per lane). The b
+      // loads depend on every one of them through `fold & zero` (zero is a kernel argument,
+      // always 0; a 16-byte load completes as a whole, so one word suffices).
+      u32 fold = 0u;
 #pragma unroll
-      for (int q = 0; q < PIPE; ++q) mbar_init(smem_u32(&full[q]));
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
+      bstep = bp + (fold & zero);
     }
-    __syncthreads();
-    auto issue = [&](int j) {  // warp 0 only
-      const int q = j % PIPE;
-      const u32 bar = smem_u32(&full[q]), dst = smem_u32(smem + q * STAGE);
-      if (lane == 0) mbar_expect(bar, STAGE);
-      __syncwarp();
-      for (int r = lane; r < 2 * BROWS; r += 32) {
-        if (r < BROWS) bulk_copy(dst + r * ROWB, ga + r * a_rs + (i64)j * ROWB, ROWB, bar);
-        else bulk_copy(dst + STAGE_A + (r - BROWS) * SROWB, gs + (r - BROWS) * sfa_rs + (i64)j * SROWB, SROWB, bar);
-      }
-    };
-    if (warp == 0)
-      for (int j = 0; j < PIPE && j < nsteps; ++j) issue(j);
-    const int lrow = warp * RS * RPT + lane / LPR;  // the lane's first row within the block
-    for (int j = 0; j < nsteps; ++j) {
-      const int q = j % PIPE;
-      mbar_wait(smem_u32(&full[q]), (j / PIPE) & 1);
-      const unsigned char* sA = smem + q * STAGE;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int off = chunk(0, u);
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-          av[0][i][u] = *reinterpret_cast<const Q*>(sA + (lrow + RS * i) * ROWB + 16 * off);
-          sa[0][i][u] = *reinterpret_cast<const u16*>(sA + STAGE_A + (lrow + RS * i) * SROWB + 2 * off);
-        }
-      }
-      compute(0, j * STEP, bp);
-      __syncthreads();
-      if (warp == 0 && j + PIPE < nsteps) issue(j + PIPE);
-    }
-  } else if (PIPE == 2) {
-    // Register double buffering: the next step's loads are issued before this step's
-    // arithmetic, so a lane has loads in flight while it computes.
-    load(0, 0);
-    for (int c0 = 0; c0 < chunks; c0 += 2 * STEP) {
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const int cs = c0 + p * STEP;
-        if (cs < chunks) {
-          if (cs + STEP < chunks) load(1 - p, cs + STEP);
-          compute(p, cs, bp);
-        }
-      }
-    }
-  } else {
-    for (int c0 = 0; c0 < chunks; c0 += STEP) {
-      load(0, c0);
-      const unsigned char* bstep = bp;
-      if (PIPE == 1) {
-        // All loads of the step are issued before the first use: ptxas would otherwise sink
-        // each load next to its use (fewer registers, but one load in flight per lane). The
-        // b loads depend on every one of them through `fold & zero` (zero is a kernel
-        // argument, always 0; a 16-byte load completes as a whole, so one word suffices).
-        u32 fold = 0u;
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
-        bstep = bp + (fold & zero);
-      }
-      compute(0, c0, bstep);
-    }
+    compute(c0, bstep);
   }
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
@@ -714,9 +625,10 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
 _CUDA_DECODES = {"dp4a": 0, "f16x2": 1, "dp4a-sr": 2}
-# (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step before
-# its arithmetic, 2 register double buffering): how a lane reads a, fixed for every config
-# (chosen by measurement: benchmarks/NOTES.md, "cuda backend").
+# (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step issued
+# before its arithmetic, MINB): how a lane reads a, the default of a config given with five
+# fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
+# commits holding the variants that lost: register double buffering, a bulk-copy ring).
 _CUDA_SHAPE = (2, 2, 1, 0)
 
 
@@ -851,7 +763,6 @@ class _Driver:
         lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        lib.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
         # cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, queue, params, extra)
         lib.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, ctypes.POINTER(vp), vp]
         self.launch = lib.cuLaunchKernel
@@ -861,9 +772,8 @@ class _Driver:
         self.lib.cuGetErrorString(res, ctypes.byref(s))
         return f"CUDA error {res}: {s.value.decode() if s.value else '?'}"
 
-    def function(self, cubin: bytes, name: str, device: torch.device, smem: int = 0):
-        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel,
-        allowed ``smem`` bytes of dynamic shared memory."""
+    def function(self, cubin: bytes, name: str, device: torch.device):
+        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel."""
         with torch.cuda.device(device):
             torch.cuda.init()
             cur = ctypes.c_void_p()
@@ -880,10 +790,6 @@ class _Driver:
             res = self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
             if res:
                 raise CudaBuildError(f"kernel {name} not found in the cubin: {self.error(res)}")
-            if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                res = self.lib.cuFuncSetAttribute(fn, 8, smem)
-                if res:
-                    raise CudaBuildError(f"{name}: {smem} bytes of shared memory refused: {self.error(res)}")
             return fn
 
 
@@ -900,14 +806,14 @@ class _CudaLaunch:
     """One configured launch: the kernel, its grid, and ctypes storage for its parameters;
     a call sets the five pointers and launches (no allocation, no synchronisation)."""
 
-    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, smem: int = 0):
-        self.fn, self.grid, self.threads, self.smem = fn, grid, threads, smem
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple):
+        self.fn, self.grid, self.threads = fn, grid, threads
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
         self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
         self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
         self.launch = _driver().launch
         u = ctypes.c_uint
-        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(smem), None, self.params, None)
+        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(0), None, self.params, None)
 
     def __call__(self, a, b, sfa, sfb, c) -> None:
         self.launch_ptrs(a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
@@ -924,25 +830,15 @@ _CUDA_FUNCS = {}  # (device, arch, kernel name) -> function
 _CUDA_LAUNCH = {}  # launch key -> _CudaLaunch
 
 
-def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, probe: bool = False, smem: int = 0):
+def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, probe: bool = False):
     arch = cuda_arch(torch.cuda.get_device_capability(device))
     name, source = cuda_kernel(cfg, full, plain, probe)
     key = (device, arch, name)
     fn = _CUDA_FUNCS.get(key)
     if fn is None:
         cubin = cuda_compile(source, arch)
-        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device, smem)
+        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device)
     return fn
-
-
-def _cuda_pipe(cfg: tuple) -> int:
-    return (tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):])[2] if len(cfg) > 5 else _CUDA_SHAPE[2]
-
-
-def _cuda_smem(cfg: tuple) -> int:
-    """Dynamic shared memory of a config: PIPE stages of the block's rows x step (a and scales)."""
-    pipe = _cuda_pipe(cfg)
-    return pipe * _cuda_rows(cfg) * cfg[0] * cfg[2] * 18 if pipe >= 3 else 0
 
 
 # --------------------------------------------------------------------------- validation
@@ -1288,21 +1184,15 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
         ss = (0, m * (k // 16), b.shape[0] * (k // 16))
         sfa = sfa_p
     scalars = (chunks, a.stride(0), a.stride(2), b.stride(2), *ss, c.stride(0), c.stride(2))
-    key = (a.device, m, l, scalars, cfg, plain, probe, sfa.data_ptr() % 16)
+    key = (a.device, m, l, scalars, cfg, plain, probe)
     run = _CUDA_LAUNCH.get(key)
     if run is None:
         rows = _cuda_rows(cfg)
         if m % rows or cfg[0] not in (2, 4, 8, 16, 32):
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
-        step = cfg[0] * cfg[2]
-        full = chunks % step == 0
-        if _cuda_pipe(cfg) >= 3 and not (plain and full and step % 8 == 0 and (ss[0] | sfa.data_ptr()) % 16 == 0
-                                        and (l == 1 or ss[1] % 16 == 0)):
-            # bulk copies need whole steps and 16-byte aligned rows of plain scales: else plain loads
-            cfg = tuple(cfg[:5]) + (tuple(cfg[5:]) + _CUDA_SHAPE[len(cfg[5:]):])[:2] + (1, 0)
-        smem = _cuda_smem(cfg)
-        fn = _cuda_function(a.device, cfg, full, plain, probe, smem)
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars, smem)
+        full = chunks % (cfg[0] * cfg[2]) == 0
+        fn = _cuda_function(a.device, cfg, full, plain, probe)
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
     return run, 2 if plain else 4
 
 
@@ -1564,15 +1454,6 @@ def select_backend(device) -> str:
     if not ok:
         raise RuntimeError(f"{_ENV}={want} cannot run on {device}: {why}")
     return want
-
-
-def chosen_backend(data) -> str:
-    """The backend that ``custom_kernel(data)`` runs (after the first call with the shape)."""
-    name = select_backend(data[0].device)
-    if name == "fastest":
-        m, k, l = _check(data)
-        name = _FASTEST.get(_fastest_key(data, m, k, l), "fastest")
-    return name
 
 
 def _warm_backend(name: str, data, m: int, k: int, l: int) -> None:
