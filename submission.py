@@ -624,7 +624,6 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, "
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
-_CUDA_DECODES = {"dp4a": 0, "f16x2": 1, "dp4a-sr": 2}
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step issued
 # before its arithmetic, MINB): how a lane reads a, the default of a config given with five
 # fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
@@ -1080,15 +1079,21 @@ def _triton_args(data, m: int, k: int, plain: bool) -> tuple:
             *scale_strides, c.stride(0), c.stride(2))
 
 
-def _triton_backend(data, m: int, k: int, l: int, cfg=None, decode: str = "") -> torch.Tensor:
+def _triton_launch(data, m: int, k: int, l: int, cfg, decode: str) -> tuple:
+    """(arguments, launch-cache key, whether the plain scales are read) of these inputs."""
     c = data[6]
     plain = _TRITON_PLAIN and _plain_scales(data, k, 1)
-    if cfg is None:
-        cfg = _config_for("triton", data, m, k, l)
     args = _triton_args(data, m, k, plain)
     aligned = (args[0].data_ptr() | args[1].data_ptr() | args[2].data_ptr() | args[3].data_ptr()
                | c.data_ptr()) & 15 == 0
-    key = (args[5:], m, l, aligned, cfg, decode, plain, _TRITON_EVICT, c.device)
+    return args, (args[5:], m, l, aligned, cfg, decode, plain, _TRITON_EVICT, c.device), plain
+
+
+def _triton_backend(data, m: int, k: int, l: int, cfg=None, decode: str = "") -> torch.Tensor:
+    c = data[6]
+    if cfg is None:
+        cfg = _config_for("triton", data, m, k, l)
+    args, key, plain = _triton_launch(data, m, k, l, cfg, decode)
     run = _TRITON_LAUNCH.get(key)
     if run is not None:
         run(*args, *run.consts)
@@ -1113,13 +1118,8 @@ def _triton_fast(data, m: int, k: int, l: int):
     """(index of the sfa tensor the launch reads, call(a, b, sfa, sfb, c)) of the direct
     runner of these inputs' launch, once the JIT path has built it; None where there is none.
     The runner takes the tensors as they are (it reads their data pointers)."""
-    c = data[6]
-    plain = _TRITON_PLAIN and _plain_scales(data, k, 1)
-    args = _triton_args(data, m, k, plain)
-    aligned = (args[0].data_ptr() | args[1].data_ptr() | args[2].data_ptr() | args[3].data_ptr()
-               | c.data_ptr()) & 15 == 0
-    cfg = _config_for("triton", data, m, k, l)
-    run = _TRITON_LAUNCH.get((args[5:], m, l, aligned, cfg, "", plain, _TRITON_EVICT, c.device))
+    args, key, plain = _triton_launch(data, m, k, l, _config_for("triton", data, m, k, l), "")
+    run = _TRITON_LAUNCH.get(key)
     if run is None:
         return None
     tail = args[5:] + run.consts
