@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sweep", action="store_true",
                     help="also time every candidate config of each backend (cuda: a wider grid) and the cuda "
                          "kernel's loads-only probe (minutes)")
+    ap.add_argument("--probes", action="store_true",
+                    help="with --sweep: also time the loads-only probe of every swept cuda config")
     ap.add_argument("--backends", default="cuda,triton",
                     help="kernel backends to time, comma-separated (default %(default)s; those that cannot run "
                          "here are left out)")
@@ -216,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
                     res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "bad": bad})
                     print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}"
                           + (f" WRONG {bad}" if bad else ""), flush=True)
+                    if name == "cuda" and args.probes:
+                        us = timing.median(timing.device_times(backend_fn(name, c, probe=True), sets, args.reps))
+                        res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "bad": ["probe"]})
+                        print(f"   probe {shape} {name} {c} loads-only: {us:.2f} us ratio {ceil['us'] / us:.3f}",
+                              flush=True)
                 if name == "cuda":
                     us = timing.median(timing.device_times(backend_fn(name, cfg, probe=True), sets, args.reps))
                     res.append({"backend": name, "cfg": cfg, "us": us, "ratio": ceil["us"] / us, "bad": ["probe"]})

@@ -147,8 +147,13 @@ def test_pinned_config_and_candidates(monkeypatch):
                 assert u % v == 0 and len(cfg) == 9, cfg
 
 
+# the last: the ring (PIPE 2), which reads the plain scales only: with CPU scales, or K % 256,
+# its tile runs with plain loads (PIPE 1) and one warp fewer
+RING = (32, 4, 2, 4, 0, 1, 0, 2, 0, 4)
+
+
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
-                                 (32, 2, 4, 4, 0, 1, 4, False)])
+                                 (32, 2, 4, 4, 0, 1, 4, False), RING])
 @pytest.mark.parametrize("cpu_scales", [False, True])
 def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
@@ -157,8 +162,8 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     built, launched = [], []
 
     class FakeLaunch:
-        def __init__(self, fn, grid, threads, scalars):
-            built.append((fn, grid, threads, scalars))
+        def __init__(self, fn, grid, threads, scalars, smem=0):
+            built.append((fn, grid, threads, scalars, smem))
 
         def __call__(self, *ptrs):
             launched.append([p.data_ptr() for p in ptrs])
@@ -175,10 +180,13 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         data = data[:2] + (data[2].view(torch.uint8), data[3]) + data[4:]
     for _ in range(2):
         submission._cuda_backend(data, m, k, l, cfg)
-    (name, grid, threads, scalars), = built
+    (name, grid, threads, scalars, smem), = built
     assert name.startswith(f"nvfp4_gemv_{cfg[0]}_{cfg[1]}_{cfg[2]}_{cfg[3]}_{cfg[4]}_")
     assert name.endswith(f"_{int((k // 32) % (cfg[0] * cfg[2]) == 0)}{int(plain)}0")
-    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * cfg[3]
+    ring = cfg == RING and plain  # k = 1536 is a multiple of 256
+    assert ("_102_0_4_" in name) == ring, name  # V 1, LOAD 0, PIPE 2, MINB 0, STAGES 4
+    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * (cfg[3] + ring)
+    assert smem == (4 * (submission._cuda_rows(cfg) + 1) * 64 * 18 if ring else 0)
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
     if plain:
@@ -274,6 +282,30 @@ def test_every_cuda_variant_compiles(arch, tmp_path):
 # --------------------------------------------------------------------------- GPU
 
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+# Ring configs (PIPE 2): 8 and 32 rows per block, one and two chunks per lane, both decodes,
+# 3 to 8 stages (shared memory 40-110 KB).
+RINGS = [(32, 4, 1, 4, 0, 1, 0, 2, 0, 8), (32, 8, 1, 4, 2, 1, 0, 2, 0, 3), (16, 4, 2, 4, 0, 1, 0, 2, 0, 4),
+         (32, 4, 2, 2, 2, 1, 0, 2, 0, 6), (32, 8, 1, 8, 0, 1, 0, 2, 0, 3)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("cfg", RINGS, ids=lambda c: "ring" + "-".join(map(str, c[:5])) + f"-s{c[9]}")
+@pytest.mark.parametrize("m, k, l", [(256, 256, 1), (512, 1280, 3), (1024, 7168, 2), (7168, 2048, 4)],
+                         ids=lambda v: str(v))
+@pytest.mark.parametrize("dist", ("full-range", "gaussian"))
+def test_gpu_ring_configs(cfg, m, k, l, dist):
+    """The ring on shapes with a partial last stage (K = 1280: 40 chunks), a single stage
+    (K = 256), odd L; poisoned c, exact reference; and its fallback where it cannot copy the
+    scales (permuted scales: the same tile with plain loads)."""
+    if m % submission._cuda_rows(cfg):
+        pytest.skip(f"{submission._cuda_rows(cfg)} rows per block do not divide M={m}")
+    data = _gen(m, k, l, m + k, dist)
+    _assert_close(_run(data, cfg), data)
+    first = data[6].clone()
+    assert torch.equal(_run(data, cfg).view(torch.int16), first.view(torch.int16))
+    _assert_close(_run(_cpu_scales(data), cfg), data)
 
 
 @requires_cuda
