@@ -495,6 +495,29 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
+// ---- PIPE 3: every lane copies its own loads of a step into the warp's private ring of STAGES
+// steps in shared memory with cp.async (LDGSTS: no registers held while in flight), STAGES - 1
+// steps ahead of its arithmetic; it reads back only what it copied itself, so the warp needs no
+// barrier. Copies past the end of a row are zero-filled (source size 0).
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+template <int LOAD>
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, u32 src_bytes) {
+  if (LOAD == 4)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async4(u32 dst, const void* src, u32 src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+
 // One chunk column u of a step: b's chunk bq (scale pair sbv) decoded once, times the chunk of
 // each of the lane's RPT rows (av[i][u], scale pair sa[i][u]), added to acc[i].
 template <int RPT, int U, int DECODE, bool PROBE>
@@ -538,8 +561,8 @@ __device__ __forceinline__ void store_rows(const float (&acc)[RPT], u16* c, i64 
   }
 }
 
-template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE>
+template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, int STAGES, bool FULL, bool PLAIN,
+          int DECODE, bool PROBE>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -611,6 +634,57 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
+  if constexpr (PIPE == 3) {
+    static_assert(V == 2 && STAGES >= 2, "PIPE 3 copies a lane's two adjacent chunks' scales as 4 bytes");
+    // The warp's ring: per step, slot (i, u) of a (32 lanes x 16 bytes) and slot (i, u / 2) of
+    // the scales (32 lanes x 4 bytes).
+    constexpr int SA = RPT * U * 512, SS = RPT * (U / 2) * 128;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int wofs = (threadIdx.x >> 5) * STAGES * (SA + SS);
+    const u32 sbase = smem_u32(smem) + wofs;
+    auto issue = [&](int c0, int q) {
+      const int first = c0 + t * V;
+      const u32 st = sbase + q * (SA + SS);
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        const unsigned char* arow = ap[i] + 16 * (i64)first;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
+          const bool in = FULL || ch < chunks;
+          cp_async16<LOAD>(st + (i * U + u) * 512 + lane * 16, in ? arow + 16 * off : ap[i], in ? 16u : 0u);
+          if (u % 2 == 0) {
+            const unsigned char* sq = PLAIN ? sp[i] + 2 * (i64)ch : sp[i] + scale_col<false>(ch);
+            cp_async4(st + SA + (i * (U / 2) + u / 2) * 128 + lane * 4, in ? sq : sp[i], in ? 4u : 0u);
+          }
+        }
+      }
+    };
+    const int nsteps = (chunks + STEP - 1) / STEP;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < nsteps) issue(s * STEP, s);
+      cp_commit();
+    }
+    for (int j = 0; j < nsteps; ++j) {
+      const int nx = j + STAGES - 1;
+      if (nx < nsteps) issue(nx * STEP, nx % STAGES);
+      cp_commit();
+      cp_wait<STAGES - 1>();  // step j has landed (this lane's copies)
+      const unsigned char* st = smem + wofs + (j % STAGES) * (SA + SS);
+#pragma unroll
+      for (int i = 0; i < RPT; ++i)
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          av[i][u] = *reinterpret_cast<const Q*>(st + (i * U + u) * 512 + lane * 16);
+          sa[i][u] = u % 2 == 0 ? *reinterpret_cast<const u32*>(st + SA + (i * (U / 2) + u / 2) * 128 + lane * 4)
+                                : sa[i][u - 1] >> 16;
+        }
+      compute(j * STEP, bp);
+    }
+    store_rows<LPR, RPT, DECODE>(acc, c + bi * c_bs, c_rs, row0, RS, t);
+    return;
+  }
   for (int c0 = 0; c0 < chunks; c0 += STEP) {
     load(c0);
     const unsigned char* bstep = bp;
@@ -641,11 +715,6 @@ __device__ __forceinline__ void gemv_body(
 // block are the STAGES stages, whatever the consumers' registers or progress; no block-wide
 // barrier after the start. Needs the plain scales, K % 256 == 0 (16-byte copies of scales) and
 // 16-byte aligned rows and batches (checked by the launcher).
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
 }
@@ -766,11 +835,16 @@ def _cuda_fields(cfg: tuple) -> tuple:
     return tuple(cfg[:5]) + tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]
 
 
-def _cuda_ring_bytes(cfg: tuple) -> int:
-    """Dynamic shared memory of a ring config (PIPE 2): STAGES stages of the block's rows and
-    b's row, 16 bytes of a and 2 of scales per chunk; 0 for the other kernels."""
+def _cuda_smem_bytes(cfg: tuple) -> int:
+    """Dynamic shared memory of a config: for the ring (PIPE 2) STAGES stages of the block's
+    rows and b's row, 16 bytes of a and 2 of scales per chunk; for PIPE 3 each warp's STAGES
+    steps (RPT x U x 16 bytes of a and RPT x U / 2 x 4 of scales per lane); else none."""
     lpr, rpt, u, warps, _, _, _, pipe, _, stages = _cuda_fields(cfg)
-    return stages * (_cuda_rows(cfg) + 1) * lpr * u * 18 if pipe == 2 else 0
+    if pipe == 2:
+        return stages * (_cuda_rows(cfg) + 1) * lpr * u * 18
+    if pipe == 3:
+        return warps * stages * rpt * u * 32 * (16 + 2)
+    return 0
 
 
 class CudaBuildError(RuntimeError):
@@ -800,8 +874,8 @@ def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tup
             raise ValueError(f"cuda config {cfg}: the ring (PIPE 2) reads the plain scales only")
         body = f"gemv_ring<{lpr}, {rpt}, {u}, {warps}, {stages}, {t[not full]}, {decode}, {t[not probe]}>({_CUDA_ARGS});"
     else:
-        body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-                f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
+        body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {stages}, {t[not full]}, "
+                f"{t[not plain]}, {decode}, {t[not probe]}>({_CUDA_ARGS});")
     bounds = f"{threads}, {minb}" if minb else f"{threads}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
@@ -990,7 +1064,7 @@ def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, pr
     fn = _CUDA_FUNCS.get(key)
     if fn is None:
         cubin = cuda_compile(source, arch)
-        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device, _cuda_ring_bytes(cfg))
+        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device, _cuda_smem_bytes(cfg))
     return fn
 
 
@@ -1304,7 +1378,9 @@ def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     rows = _cuda_rows(cfg)
     if pipe == 2:  # the ring: whole 16-byte copies of scales, and its stages in shared memory
         return (rows <= 128 and m % rows == 0 and k % 256 == 0 and lpr >= 8 and (lpr * u) % 8 == 0
-                and stages >= 2 and _cuda_ring_bytes(cfg) <= _SMEM_MAX)
+                and stages >= 2 and _cuda_smem_bytes(cfg) <= _SMEM_MAX)
+    if pipe == 3 and (v != 2 or stages < 2 or _cuda_smem_bytes(cfg) > _SMEM_MAX):
+        return False
     return rows <= 128 and m % rows == 0 and lpr * u <= max(k // 32, lpr) and u % v == 0
 
 
@@ -1335,7 +1411,7 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
     """(launch, index of the sfa tensor it reads: 2 plain / 4 permuted) for these inputs,
     built (compiled, loaded) on first use of a key."""
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
-    plain = _plain_scales(data, k, 2)
+    plain = _plain_scales(data, k, 4)  # V = 2 reads a lane's two scale pairs as 4 bytes
     if cfg is None:
         cfg = _config_for("cuda", data, m, k, l)
     chunks = k // 32
@@ -1360,7 +1436,7 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
         full = chunks % (cfg[0] * cfg[2]) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
         threads = 32 * (cfg[3] + (_cuda_fields(cfg)[7] == 2))
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), threads, scalars, _cuda_ring_bytes(cfg))
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), threads, scalars, _cuda_smem_bytes(cfg))
     return run, 2 if plain else 4
 
 

@@ -284,14 +284,16 @@ def test_every_cuda_variant_compiles(arch, tmp_path):
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 
-# Ring configs (PIPE 2): 8 and 32 rows per block, one and two chunks per lane, both decodes,
-# 3 to 8 stages (shared memory 40-110 KB).
+# Configs staging a through shared memory: the ring (PIPE 2; 8 and 32 rows per block, one and
+# two chunks per lane, both decodes, 3 to 8 stages, 40-110 KB) and the per-warp copies (PIPE 3;
+# 2 and 3 steps, with and without the L2 prefetch hint, both decodes).
 RINGS = [(32, 4, 1, 4, 0, 1, 0, 2, 0, 8), (32, 8, 1, 4, 2, 1, 0, 2, 0, 3), (16, 4, 2, 4, 0, 1, 0, 2, 0, 4),
-         (32, 4, 2, 2, 2, 1, 0, 2, 0, 6), (32, 8, 1, 8, 0, 1, 0, 2, 0, 3)]
+         (32, 4, 2, 2, 2, 1, 0, 2, 0, 6), (32, 8, 1, 8, 0, 1, 0, 2, 0, 3),
+         (32, 2, 4, 4, 0, 2, 2, 3, 0, 3), (16, 2, 2, 2, 2, 2, 4, 3, 0, 2), (16, 4, 2, 4, 0, 2, 4, 3, 8, 3)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("cfg", RINGS, ids=lambda c: "ring" + "-".join(map(str, c[:5])) + f"-s{c[9]}")
+@pytest.mark.parametrize("cfg", RINGS, ids=lambda c: f"pipe{c[7]}-" + "-".join(map(str, c[:5])) + f"-s{c[9]}")
 @pytest.mark.parametrize("m, k, l", [(256, 256, 1), (512, 1280, 3), (1024, 7168, 2), (7168, 2048, 4)],
                          ids=lambda v: str(v))
 @pytest.mark.parametrize("dist", ("full-range", "gaussian"))
