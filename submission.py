@@ -686,6 +686,22 @@ __device__ __forceinline__ void gemv_body(
     return;
   }
   for (int c0 = 0; c0 < chunks; c0 += STEP) {
+    if (STAGES > 0) {
+      // L2 prefetch STAGES steps ahead: lane 0 of each row asks the copy engine to bring the
+      // row's slice of that step into L2 (cp.async.bulk.prefetch: no registers, no shared
+      // memory), and its plain scales line by line; the step's own loads then hit L2.
+      const int pc = c0 + STAGES * STEP;
+      if (t == 0 && pc < chunks) {
+        const int n = FULL ? STEP : min(STEP, chunks - pc);
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(ap[i] + 16 * (i64)pc), "r"(16 * n) : "memory");
+          if (PLAIN)
+            for (int o = 0; o < 2 * n + 127; o += 128)
+              asm volatile("prefetch.global.L2 [%0];" :: "l"(sp[i] + 2 * (i64)pc + min(o, 2 * n - 1)) : "memory");
+        }
+      }
+    }
     load(c0);
     const unsigned char* bstep = bp;
     if (PIPE == 1) {
