@@ -495,74 +495,8 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
-// ---- PIPE 3: every lane copies its own loads of a step into the warp's private ring of STAGES
-// steps in shared memory with cp.async (LDGSTS: no registers held while in flight), STAGES - 1
-// steps ahead of its arithmetic; it reads back only what it copied itself, so the warp needs no
-// barrier. Copies past the end of a row are zero-filled (source size 0).
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-template <int LOAD>
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, u32 src_bytes) {
-  if (LOAD == 4)
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-  else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async4(u32 dst, const void* src, u32 src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-
-// One chunk column u of a step: b's chunk bq (scale pair sbv) decoded once, times the chunk of
-// each of the lane's RPT rows (av[i][u], scale pair sa[i][u]), added to acc[i].
-template <int RPT, int U, int DECODE, bool PROBE>
-__device__ __forceinline__ void chunk_products(float (&acc)[RPT], const Q (&av)[RPT][U], const u32 (&sa)[RPT][U],
-                                               int u, const Q& bq, u32 sbv, const Tables& T) {
-  typedef Decode<DECODE> D;
-  if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
-#pragma unroll
-    for (int i = 0; i < RPT; ++i)
-      acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3] ^ sa[i][u] ^ bq.w[0] ^ sbv)
-                        & 1u);
-  } else {
-    const typename D::B bc = D::prep(bq, T);
-    float sb0, sb1;
-    e4m3x2(sbv, sb0, sb1);
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      float g0, g1, sa0, sa1;
-      dot_chunk(av[i][u], bc, T, g0, g1);
-      e4m3x2(sa[i][u], sa0, sa1);
-      acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
-      acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
-    }
-  }
-}
-
-// Each row's sum: the LPR lanes of a row combine by a fixed butterfly (bit-identical repeats);
-// the row's lane t == 0 rounds it to fp16 and stores it at c[(row0 + rs * i) * c_rs].
-template <int LPR, int RPT, int DECODE>
-__device__ __forceinline__ void store_rows(const float (&acc)[RPT], u16* c, i64 c_rs, int row0, int rs, int t) {
-#pragma unroll
-  for (int i = 0; i < RPT; ++i) {
-    float v = acc[i];
-#pragma unroll
-    for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (t == 0) {
-      u16 h;
-      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * Decode<DECODE>::scale));
-      c[(i64)(row0 + rs * i) * c_rs] = h;
-    }
-  }
-}
-
-template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, int STAGES, bool FULL, bool PLAIN,
-          int DECODE, bool PROBE>
+template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
+          bool PROBE>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -630,78 +564,28 @@ __device__ __forceinline__ void gemv_body(
         bq = ld_b(bstep + 16 * (i64)ch);
         sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
       }
-      chunk_products<RPT, U, DECODE, PROBE>(acc, av, sa, u, bq, sbv, T);
+      if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
+#pragma unroll
+        for (int i = 0; i < RPT; ++i)
+          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
+                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
+      } else {
+        const typename D::B bc = D::prep(bq, T);
+        float sb0, sb1;
+        e4m3x2(sbv, sb0, sb1);
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          float g0, g1, sa0, sa1;
+          dot_chunk(av[i][u], bc, T, g0, g1);
+          e4m3x2(sa[i][u], sa0, sa1);
+          acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
+          acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
+        }
+      }
     }
   };
 
-  if constexpr (PIPE == 3) {
-    static_assert(V == 2 && STAGES >= 2, "PIPE 3 copies a lane's two adjacent chunks' scales as 4 bytes");
-    // The warp's ring: per step, slot (i, u) of a (32 lanes x 16 bytes) and slot (i, u / 2) of
-    // the scales (32 lanes x 4 bytes).
-    constexpr int SA = RPT * U * 512, SS = RPT * (U / 2) * 128;
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int wofs = (threadIdx.x >> 5) * STAGES * (SA + SS);
-    const u32 sbase = smem_u32(smem) + wofs;
-    auto issue = [&](int c0, int q) {
-      const int first = c0 + t * V;
-      const u32 st = sbase + q * (SA + SS);
-#pragma unroll
-      for (int i = 0; i < RPT; ++i) {
-        const unsigned char* arow = ap[i] + 16 * (i64)first;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
-          const bool in = FULL || ch < chunks;
-          cp_async16<LOAD>(st + (i * U + u) * 512 + lane * 16, in ? arow + 16 * off : ap[i], in ? 16u : 0u);
-          if (u % 2 == 0) {
-            const unsigned char* sq = PLAIN ? sp[i] + 2 * (i64)ch : sp[i] + scale_col<false>(ch);
-            cp_async4(st + SA + (i * (U / 2) + u / 2) * 128 + lane * 4, in ? sq : sp[i], in ? 4u : 0u);
-          }
-        }
-      }
-    };
-    const int nsteps = (chunks + STEP - 1) / STEP;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < nsteps) issue(s * STEP, s);
-      cp_commit();
-    }
-    for (int j = 0; j < nsteps; ++j) {
-      const int nx = j + STAGES - 1;
-      if (nx < nsteps) issue(nx * STEP, nx % STAGES);
-      cp_commit();
-      cp_wait<STAGES - 1>();  // step j has landed (this lane's copies)
-      const unsigned char* st = smem + wofs + (j % STAGES) * (SA + SS);
-#pragma unroll
-      for (int i = 0; i < RPT; ++i)
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          av[i][u] = *reinterpret_cast<const Q*>(st + (i * U + u) * 512 + lane * 16);
-          sa[i][u] = u % 2 == 0 ? *reinterpret_cast<const u32*>(st + SA + (i * (U / 2) + u / 2) * 128 + lane * 4)
-                                : sa[i][u - 1] >> 16;
-        }
-      compute(j * STEP, bp);
-    }
-    store_rows<LPR, RPT, DECODE>(acc, c + bi * c_bs, c_rs, row0, RS, t);
-    return;
-  }
   for (int c0 = 0; c0 < chunks; c0 += STEP) {
-    if (STAGES > 0) {
-      // L2 prefetch STAGES steps ahead: lane 0 of each row asks the copy engine to bring the
-      // row's slice of that step into L2 (cp.async.bulk.prefetch: no registers, no shared
-      // memory), and its plain scales line by line; the step's own loads then hit L2.
-      const int pc = c0 + STAGES * STEP;
-      if (t == 0 && pc < chunks) {
-        const int n = FULL ? STEP : min(STEP, chunks - pc);
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(ap[i] + 16 * (i64)pc), "r"(16 * n) : "memory");
-          if (PLAIN)
-            for (int o = 0; o < 2 * n + 127; o += 128)
-              asm volatile("prefetch.global.L2 [%0];" :: "l"(sp[i] + 2 * (i64)pc + min(o, 2 * n - 1)) : "memory");
-        }
-      }
-    }
     load(c0);
     const unsigned char* bstep = bp;
     if (PIPE == 1) {
@@ -718,114 +602,17 @@ __device__ __forceinline__ void gemv_body(
     }
     compute(c0, bstep);
   }
-  store_rows<LPR, RPT, DECODE>(acc, c + bi * c_bs, c_rs, row0, RS, t);
-}
-
-// ---- PIPE 2: a ring of STAGES shared-memory stages between one producer warp and WARPS
-// consumer warps. The producer fills stage j % STAGES with bulk copies (cp.async.bulk: the
-// copy engine, completing on the stage's `full` mbarrier): chunks [j*SC, (j+1)*SC) of the
-// block's BROWS rows of a and of their scales (plain layout), and the same chunks of b and its
-// scales. A consumer warp reads a stage into registers, releases it (one arrival per warp on the
-// stage's `empty` mbarrier) and then computes, with the tile and arithmetic of gemv_body (LPR
-// lanes per row, RPT rows per lane, chunk u * LPR + t of a stage). The bytes in flight per
-// block are the STAGES stages, whatever the consumers' registers or progress; no block-wide
-// barrier after the start. Needs the plain scales, K % 256 == 0 (16-byte copies of scales) and
-// 16-byte aligned rows and batches (checked by the launcher).
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  asm volatile("{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra WAIT; }"
-               :: "r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-template <int LPR, int RPT, int U, int WARPS, int STAGES, bool FULL, int DECODE, bool PROBE>
-__device__ __forceinline__ void gemv_ring(
-    const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
-    const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
-    u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
-    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero) {
-  constexpr int RS = 32 / LPR, BROWS = WARPS * RS * RPT, SC = LPR * U;
-  constexpr int A_BYTES = BROWS * SC * 16, S_BYTES = BROWS * SC * 2, STAGE = A_BYTES + S_BYTES + SC * 18;
-  static_assert(SC % 8 == 0, "bulk copies of scales need 16-byte multiples: LPR * U % 8 == 0");
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-  const Tables T = tables(zero);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const i64 bi = blockIdx.y;
-  const int nst = (chunks + SC - 1) / SC;
-  if (threadIdx.x == 0) {
 #pragma unroll
-    for (int q = 0; q < STAGES; ++q) {
-      mbar_init(smem_u32(&full[q]), 1);
-      mbar_init(smem_u32(&empty[q]), WARPS);
+  for (int i = 0; i < RPT; ++i) {
+    float v = acc[i];
+#pragma unroll
+    for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (t == 0) {
+      u16 h;
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
+      c[bi * c_bs + (i64)(row0 + RS * i) * c_rs] = h;
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
-  if (warp == WARPS) {  // the producer
-    const unsigned char* ga = a + bi * a_bs + (i64)blockIdx.x * BROWS * a_rs;
-    const unsigned char* gs = sfa + bi * sfa_bs + (i64)blockIdx.x * BROWS * sfa_rs;
-    const unsigned char* gb = b + bi * b_bs;
-    const unsigned char* gsb = sfb + bi * sfb_bs;
-    for (int j = 0; j < nst; ++j) {
-      const int q = j % STAGES;
-      if (j >= STAGES) mbar_wait(smem_u32(&empty[q]), ((j / STAGES) - 1) & 1);
-      const int cols = FULL ? SC : min(SC, chunks - j * SC);
-      const u32 st = smem_u32(smem + q * STAGE), bar = smem_u32(&full[q]);
-      if (lane == 0) mbar_expect(bar, (BROWS + 1) * cols * 18);
-      __syncwarp();
-      for (int r = lane; r < BROWS; r += 32) {
-        bulk_copy(st + r * SC * 16, ga + r * a_rs + (i64)j * SC * 16, cols * 16, bar);
-        bulk_copy(st + A_BYTES + r * SC * 2, gs + r * sfa_rs + (i64)j * SC * 2, cols * 2, bar);
-      }
-      if (lane == 0) {
-        bulk_copy(st + A_BYTES + S_BYTES, gb + (i64)j * SC * 16, cols * 16, bar);
-        bulk_copy(st + A_BYTES + S_BYTES + SC * 16, gsb + (i64)j * SC * 2, cols * 2, bar);
-      }
-    }
-    return;
-  }
-  const int t = lane % LPR, r0 = warp * RS * RPT + lane / LPR;  // r0: the lane's first row in the block
-  float acc[RPT];
-#pragma unroll
-  for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  for (int j = 0; j < nst; ++j) {
-    const int q = j % STAGES;
-    mbar_wait(smem_u32(&full[q]), (j / STAGES) & 1);
-    const unsigned char* st = smem + q * STAGE;
-    const int cols = FULL ? SC : min(SC, chunks - j * SC);
-    Q av[RPT][U], bq[U];
-    u32 sa[RPT][U], sbv[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int ch = u * LPR + t;
-      const bool in = FULL || ch < cols;
-      bq[u] = in ? *reinterpret_cast<const Q*>(st + A_BYTES + S_BYTES + 16 * ch) : Q{{0u, 0u, 0u, 0u}};
-      sbv[u] = in ? *reinterpret_cast<const u16*>(st + A_BYTES + S_BYTES + SC * 16 + 2 * ch) : 0u;
-#pragma unroll
-      for (int i = 0; i < RPT; ++i) {
-        const int r = r0 + RS * i;
-        av[i][u] = in ? *reinterpret_cast<const Q*>(st + r * SC * 16 + 16 * ch) : Q{{0u, 0u, 0u, 0u}};
-        sa[i][u] = in ? *reinterpret_cast<const u16*>(st + A_BYTES + r * SC * 2 + 2 * ch) : 0u;
-      }
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(smem_u32(&empty[q]));
-#pragma unroll
-    for (int u = 0; u < U; ++u) chunk_products<RPT, U, DECODE, PROBE>(acc, av, sa, u, bq[u], sbv[u], T);
-  }
-  store_rows<LPR, RPT, DECODE>(acc, c + bi * c_bs + (i64)blockIdx.x * BROWS * c_rs, c_rs, r0, RS, t);
 }
 """
 
@@ -838,29 +625,10 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step issued
-# before its arithmetic, 2 the bulk-copy ring, MINB, STAGES of the ring): how a lane reads a,
-# the default of a config given with five fields (chosen by measurement: benchmarks/NOTES.md,
-# "cuda backend", which also names the commits holding the variants that lost: register double
-# buffering, a ring with a block barrier per stage).
-_CUDA_SHAPE = (2, 2, 1, 0, 0)
-
-
-def _cuda_fields(cfg: tuple) -> tuple:
-    """A config's ten fields (LPR, RPT, U, WARPS, DECODE, V, LOAD, PIPE, MINB, STAGES), the
-    missing trailing ones from _CUDA_SHAPE."""
-    return tuple(cfg[:5]) + tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]
-
-
-def _cuda_smem_bytes(cfg: tuple) -> int:
-    """Dynamic shared memory of a config: for the ring (PIPE 2) STAGES stages of the block's
-    rows and b's row, 16 bytes of a and 2 of scales per chunk; for PIPE 3 each warp's STAGES
-    steps (RPT x U x 16 bytes of a and RPT x U / 2 x 4 of scales per lane); else none."""
-    lpr, rpt, u, warps, _, _, _, pipe, _, stages = _cuda_fields(cfg)
-    if pipe == 2:
-        return stages * (_cuda_rows(cfg) + 1) * lpr * u * 18
-    if pipe == 3:
-        return warps * stages * rpt * u * 32 * (16 + 2)
-    return 0
+# before its arithmetic, MINB): how a lane reads a, the default of a config given with five
+# fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
+# commits holding the variants that lost: register double buffering, a bulk-copy ring).
+_CUDA_SHAPE = (2, 2, 1, 0)
 
 
 class CudaBuildError(RuntimeError):
@@ -877,22 +645,16 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, PIPE, MINB, STAGES) (default: _CUDA_SHAPE; MINB > 0 asks
-    ptxas for registers enough for MINB blocks per SM). PIPE 2 is the ring (gemv_ring: WARPS
-    consumer warps and a producer warp, V and LOAD unused, plain scales only)."""
-    lpr, rpt, u, warps, decode, v, load, pipe, minb, stages = _cuda_fields(cfg)
+    optionally followed by (V, LOAD, PIPE, MINB) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
+    registers enough for MINB blocks per SM)."""
+    lpr, rpt, u, warps, decode = cfg[:5]
+    v, load, pipe, minb = (tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):]) if len(cfg) > 5 else _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{stages}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{flags}"
     t = "true", "false"
-    threads = 32 * (warps + (pipe == 2))
-    if pipe == 2:
-        if not plain:
-            raise ValueError(f"cuda config {cfg}: the ring (PIPE 2) reads the plain scales only")
-        body = f"gemv_ring<{lpr}, {rpt}, {u}, {warps}, {stages}, {t[not full]}, {decode}, {t[not probe]}>({_CUDA_ARGS});"
-    else:
-        body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {stages}, {t[not full]}, "
-                f"{t[not plain]}, {decode}, {t[not probe]}>({_CUDA_ARGS});")
-    bounds = f"{threads}, {minb}" if minb else f"{threads}"
+    body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
+            f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
+    bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
 
@@ -1000,7 +762,6 @@ class _Driver:
         lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        lib.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
         # cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, queue, params, extra)
         lib.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, ctypes.POINTER(vp), vp]
         self.launch = lib.cuLaunchKernel
@@ -1010,9 +771,8 @@ class _Driver:
         self.lib.cuGetErrorString(res, ctypes.byref(s))
         return f"CUDA error {res}: {s.value.decode() if s.value else '?'}"
 
-    def function(self, cubin: bytes, name: str, device: torch.device, smem: int = 0):
-        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel,
-        allowed ``smem`` bytes of dynamic shared memory."""
+    def function(self, cubin: bytes, name: str, device: torch.device):
+        """Load ``cubin`` into ``device``'s primary context (torch's) and return the kernel."""
         with torch.cuda.device(device):
             torch.cuda.init()
             cur = ctypes.c_void_p()
@@ -1029,10 +789,6 @@ class _Driver:
             res = self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
             if res:
                 raise CudaBuildError(f"kernel {name} not found in the cubin: {self.error(res)}")
-            if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                res = self.lib.cuFuncSetAttribute(fn, 8, smem)
-                if res:
-                    raise CudaBuildError(f"{name}: {smem} bytes of shared memory refused: {self.error(res)}")
             return fn
 
 
@@ -1049,14 +805,14 @@ class _CudaLaunch:
     """One configured launch: the kernel, its grid, and ctypes storage for its parameters;
     a call sets the five pointers and launches (no allocation, no synchronisation)."""
 
-    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, smem: int = 0):
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple):
         self.fn, self.grid, self.threads = fn, grid, threads
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
         self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
         self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
         self.launch = _driver().launch
         u = ctypes.c_uint
-        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(smem), None, self.params, None)
+        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(0), None, self.params, None)
 
     def __call__(self, a, b, sfa, sfb, c) -> None:
         self.launch_ptrs(a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
@@ -1080,7 +836,7 @@ def _cuda_function(device: torch.device, cfg: tuple, full: bool, plain: bool, pr
     fn = _CUDA_FUNCS.get(key)
     if fn is None:
         cubin = cuda_compile(source, arch)
-        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device, _cuda_smem_bytes(cfg))
+        fn = _CUDA_FUNCS[key] = _driver().function(cubin, name, device)
     return fn
 
 
@@ -1385,18 +1141,9 @@ _CUDA_FAMILIES = (
 )
 
 
-# Shared memory a block may have (sm_90 / sm_100: 227 KB).
-_SMEM_MAX = 227 * 1024
-
-
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
-    lpr, rpt, u, warps, _, v, _, pipe, _, stages = _cuda_fields(cfg)
-    rows = _cuda_rows(cfg)
-    if pipe == 2:  # the ring: whole 16-byte copies of scales, and its stages in shared memory
-        return (rows <= 128 and m % rows == 0 and k % 256 == 0 and lpr >= 8 and (lpr * u) % 8 == 0
-                and stages >= 2 and _cuda_smem_bytes(cfg) <= _SMEM_MAX)
-    if pipe == 3 and (v != 2 or stages < 2 or _cuda_smem_bytes(cfg) > _SMEM_MAX):
-        return False
+    lpr, rpt, u, warps, _, v = cfg[:6]
+    rows = warps * (32 // lpr) * rpt
     return rows <= 128 and m % rows == 0 and lpr * u <= max(k // 32, lpr) and u % v == 0
 
 
@@ -1427,7 +1174,7 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
     """(launch, index of the sfa tensor it reads: 2 plain / 4 permuted) for these inputs,
     built (compiled, loaded) on first use of a key."""
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
-    plain = _plain_scales(data, k, 4)  # V = 2 reads a lane's two scale pairs as 4 bytes
+    plain = _plain_scales(data, k, 4)  # V = 2 reads two chunks' scale pairs as one 4-byte word
     if cfg is None:
         cfg = _config_for("cuda", data, m, k, l)
     chunks = k // 32
@@ -1437,22 +1184,15 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
         ss = (0, m * (k // 16), b.shape[0] * (k // 16))
         sfa = sfa_p
     scalars = (chunks, a.stride(0), a.stride(2), b.stride(2), *ss, c.stride(0), c.stride(2))
-    ring_ok = plain and k % 256 == 0 and (sfa.data_ptr() | sfb.data_ptr() | ss[0] | ss[1] | ss[2]) % 16 == 0
-    key = (a.device, m, l, scalars, cfg, plain, probe, ring_ok)
+    key = (a.device, m, l, scalars, cfg, plain, probe)
     run = _CUDA_LAUNCH.get(key)
     if run is None:
-        f = _cuda_fields(cfg)
-        if f[7] == 2 and not ring_ok:
-            # the ring copies 16-byte pieces of the plain scales; otherwise the same tile with
-            # plain loads (PIPE 1)
-            cfg = f[:5] + (1, 2, 1, 0)
         rows = _cuda_rows(cfg)
         if m % rows or cfg[0] not in (2, 4, 8, 16, 32):
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
         full = chunks % (cfg[0] * cfg[2]) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
-        threads = 32 * (cfg[3] + (_cuda_fields(cfg)[7] == 2))
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), threads, scalars, _cuda_smem_bytes(cfg))
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
     return run, 2 if plain else 4
 
 

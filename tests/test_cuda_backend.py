@@ -147,13 +147,8 @@ def test_pinned_config_and_candidates(monkeypatch):
                 assert u % v == 0 and len(cfg) == 9, cfg
 
 
-# the last: the ring (PIPE 2), which reads the plain scales only: with CPU scales, or K % 256,
-# its tile runs with plain loads (PIPE 1) and one warp fewer
-RING = (32, 4, 2, 4, 0, 1, 0, 2, 0, 4)
-
-
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
-                                 (32, 2, 4, 4, 0, 1, 4, False), RING])
+                                 (32, 2, 4, 4, 0, 1, 4, False)])
 @pytest.mark.parametrize("cpu_scales", [False, True])
 def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
@@ -162,8 +157,8 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     built, launched = [], []
 
     class FakeLaunch:
-        def __init__(self, fn, grid, threads, scalars, smem=0):
-            built.append((fn, grid, threads, scalars, smem))
+        def __init__(self, fn, grid, threads, scalars):
+            built.append((fn, grid, threads, scalars))
 
         def __call__(self, *ptrs):
             launched.append([p.data_ptr() for p in ptrs])
@@ -180,13 +175,10 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         data = data[:2] + (data[2].view(torch.uint8), data[3]) + data[4:]
     for _ in range(2):
         submission._cuda_backend(data, m, k, l, cfg)
-    (name, grid, threads, scalars, smem), = built
+    (name, grid, threads, scalars), = built
     assert name.startswith(f"nvfp4_gemv_{cfg[0]}_{cfg[1]}_{cfg[2]}_{cfg[3]}_{cfg[4]}_")
     assert name.endswith(f"_{int((k // 32) % (cfg[0] * cfg[2]) == 0)}{int(plain)}0")
-    ring = cfg == RING and plain  # k = 1536 is a multiple of 256
-    assert ("_102_0_4_" in name) == ring, name  # V 1, LOAD 0, PIPE 2, MINB 0, STAGES 4
-    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * (cfg[3] + ring)
-    assert smem == (4 * (submission._cuda_rows(cfg) + 1) * 64 * 18 if ring else 0)
+    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * cfg[3]
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
     if plain:
@@ -196,6 +188,28 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         assert scalars[4:7] == (0, m * k // 16, 128 * k // 16)
         assert launched[0] == [t.data_ptr() for t in (a, b, sfa_p, sfb_p, c)]
     assert len(launched) == 2
+
+
+def _shifted_plain_scales(data, offset):
+    """The same inputs with sfa moved to a buffer ``offset`` bytes past an aligned address."""
+    sfa = data[2]
+    buf = torch.zeros(sfa.numel() + 16, dtype=torch.uint8, device=sfa.device)
+    moved = torch.as_strided(buf[offset:].view(sfa.dtype), sfa.shape, sfa.stride())
+    moved.copy_(sfa)
+    return data[:2] + (moved,) + data[3:]
+
+
+@pytest.mark.parametrize("offset, plain", [(0, True), (4, True), (2, False)])
+def test_plain_scales_are_read_only_when_4_byte_aligned(offset, plain, monkeypatch):
+    """Configs with V = 2 read two chunks' scale pairs as one 4-byte word: plain scales 2 bytes
+    past a 4-byte boundary would fault, so the cuda backend reads the permuted ones there."""
+    monkeypatch.setattr(submission, "_CUDA_LAUNCH", {})
+    monkeypatch.setattr(submission, "_CudaLaunch", lambda *args: None)
+    monkeypatch.setattr(submission, "_cuda_function", lambda *args: None)
+    data = _shifted_plain_scales(_gen(128, 512, 2, 1, device="cpu"), offset)
+    assert data[2].data_ptr() % 4 == offset % 4
+    _, sfa_index = submission._cuda_prepared(data, 128, 512, 2, (16, 2, 2, 2, 0, 2, 2, 0, 0))
+    assert sfa_index == (2 if plain else 4)
 
 
 def test_config_choice_measured_table_tuner_default_and_pin(monkeypatch):
@@ -284,32 +298,6 @@ def test_every_cuda_variant_compiles(arch, tmp_path):
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 
-# Configs staging a through shared memory: the ring (PIPE 2; 8 and 32 rows per block, one and
-# two chunks per lane, both decodes, 3 to 8 stages, 40-110 KB) and the per-warp copies (PIPE 3;
-# 2 and 3 steps, with and without the L2 prefetch hint, both decodes).
-RINGS = [(32, 4, 1, 4, 0, 1, 0, 2, 0, 8), (32, 8, 1, 4, 2, 1, 0, 2, 0, 3), (16, 4, 2, 4, 0, 1, 0, 2, 0, 4),
-         (32, 4, 2, 2, 2, 1, 0, 2, 0, 6), (32, 8, 1, 8, 0, 1, 0, 2, 0, 3),
-         (32, 2, 4, 4, 0, 2, 2, 3, 0, 3), (16, 2, 2, 2, 2, 2, 4, 3, 0, 2), (16, 4, 2, 4, 0, 2, 4, 3, 8, 3)]
-
-
-@requires_cuda
-@pytest.mark.parametrize("cfg", RINGS, ids=lambda c: f"pipe{c[7]}-" + "-".join(map(str, c[:5])) + f"-s{c[9]}")
-@pytest.mark.parametrize("m, k, l", [(256, 256, 1), (512, 1280, 3), (1024, 7168, 2), (7168, 2048, 4)],
-                         ids=lambda v: str(v))
-@pytest.mark.parametrize("dist", ("full-range", "gaussian"))
-def test_gpu_ring_configs(cfg, m, k, l, dist):
-    """The ring on shapes with a partial last stage (K = 1280: 40 chunks), a single stage
-    (K = 256), odd L; poisoned c, exact reference; and its fallback where it cannot copy the
-    scales (permuted scales: the same tile with plain loads)."""
-    if m % submission._cuda_rows(cfg):
-        pytest.skip(f"{submission._cuda_rows(cfg)} rows per block do not divide M={m}")
-    data = _gen(m, k, l, m + k, dist)
-    _assert_close(_run(data, cfg), data)
-    first = data[6].clone()
-    assert torch.equal(_run(data, cfg).view(torch.int16), first.view(torch.int16))
-    _assert_close(_run(_cpu_scales(data), cfg), data)
-
-
 @requires_cuda
 @pytest.mark.parametrize("m, k, l, seed", OFFICIAL_TESTS + BENCHMARKS)
 @pytest.mark.parametrize("dist", ("official", "full-range"))
@@ -346,6 +334,12 @@ def test_gpu_plain_and_permuted_scales_agree_bit_for_bit(m, k, l):
     permuted = _run(_cpu_scales(data))
     _assert_close(permuted, data)
     assert torch.equal(plain.view(torch.int16), permuted.view(torch.int16))
+
+
+@requires_cuda
+def test_gpu_plain_scales_off_4_byte_alignment_are_read_right():
+    data = _shifted_plain_scales(_gen(256, 1024, 3, 2, "full-range"), 2)
+    _assert_close(_run(data), data)
 
 
 @requires_cuda
