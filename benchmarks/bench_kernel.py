@@ -114,6 +114,14 @@ def timed(fn, sets, cases, reps) -> tuple:
     return us, bad
 
 
+def timed_probe(cfg, sets, reps, ceiling_us, shape) -> dict:
+    """The cuda kernel's loads-only probe of ``cfg`` (wrong output by design, so not checked):
+    its sweep record, printed."""
+    us = timing.median(timing.device_times(backend_fn("cuda", cfg, probe=True), sets, reps))
+    print(f"   probe {shape} cuda {cfg} loads-only: {us:.2f} us ratio {ceiling_us / us:.3f}", flush=True)
+    return {"backend": "cuda", "cfg": cfg, "us": us, "ratio": ceiling_us / us, "bad": ["probe"]}
+
+
 def env_info() -> dict:
     p = torch.cuda.get_device_properties(0)
     return {
@@ -219,15 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}"
                           + (f" WRONG {bad}" if bad else ""), flush=True)
                     if name == "cuda" and args.probes:
-                        us = timing.median(timing.device_times(backend_fn(name, c, probe=True), sets, args.reps))
-                        res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "bad": ["probe"]})
-                        print(f"   probe {shape} {name} {c} loads-only: {us:.2f} us ratio {ceil['us'] / us:.3f}",
-                              flush=True)
+                        res.append(timed_probe(c, sets, args.reps, ceil["us"], shape))
                 if name == "cuda":
-                    us = timing.median(timing.device_times(backend_fn(name, cfg, probe=True), sets, args.reps))
-                    res.append({"backend": name, "cfg": cfg, "us": us, "ratio": ceil["us"] / us, "bad": ["probe"]})
-                    print(f"   probe {shape} {name} {cfg} loads-only: {us:.2f} us ratio {ceil['us'] / us:.3f}",
-                          flush=True)
+                    res.append(timed_probe(cfg, sets, args.reps, ceil["us"], shape))
             sweeps[f"{shape} {name}"] = res
             us, bad = timed(backend_fn(name, cfg), sets, cases, args.reps)
             us_perm, bad_perm = timed(backend_fn(name, cfg), cpu_sets, cpu_cases, args.reps)
