@@ -291,26 +291,33 @@ struct __align__(16) Q { u32 w[4]; };
 // _CUDA_LOAD): 0 ld.global.nc.L1::no_allocate, 1 plain ld.global, 2 ld.global.L1::evict_first,
 // 3 ld.global.cs (evict-first at every level), 4 ld.global.L1::no_allocate.L2::256B (a 256-byte
 // L2 prefetch).
-#define LD_FLAVOURS(T, R, PTXT, OUTS, ...)                                                   \
-  if (LOAD == 0) asm("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 1) asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
-  else if (LOAD == 2) asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 3) asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
-  else asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
-template <int LOAD>
+#define LD_FLAVOURS_(ASM, T, R, PTXT, OUTS, ...)                                                   \
+  if (LOAD == 0) ASM("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 1) ASM("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
+  else if (LOAD == 2) ASM("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 3) ASM("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
+  else if (LOAD == 4) ASM("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 5) ASM("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "     \
+                          "ld.global.L1::evict_first.L2::cache_hint." PTXT " " OUTS ", [%" R "], pol; }" : __VA_ARGS__); \
+  else ASM("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "                      \
+           "ld.global.nc.L1::no_allocate.L2::cache_hint." PTXT " " OUTS ", [%" R "], pol; }" : __VA_ARGS__);
+// VOL (PIPE 2): volatile asm, which the compiler keeps in program order (all of a step's loads
+// before its arithmetic) without making the arithmetic wait for every load as PIPE 1 does.
+#define LD_FLAVOURS(...) if (VOL) { LD_FLAVOURS_(asm volatile, __VA_ARGS__) } else { LD_FLAVOURS_(asm, __VA_ARGS__) }
+template <int LOAD, bool VOL>
 __device__ __forceinline__ Q ld_a(const unsigned char* p) {
   Q q;
   LD_FLAVOURS(Q, "4", "v4.u32", "{%0, %1, %2, %3}",
               "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p))
   return q;
 }
-template <int LOAD>
+template <int LOAD, bool VOL>
 __device__ __forceinline__ u32 ld_scales16(const unsigned char* p) {
   u16 v;
   LD_FLAVOURS(u16, "1", "u16", "%0", "=h"(v) : "l"(p))
   return v;
 }
-template <int LOAD>
+template <int LOAD, bool VOL>
 __device__ __forceinline__ u32 ld_scales32(const unsigned char* p) {
   u32 v;
   LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p))
@@ -582,10 +589,10 @@ __device__ __forceinline__ void gemv_body(
       for (int u = 0; u < U; ++u) {
         const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
         if (FULL || ch < cend) {
-          av[i][u] = ld_a<LOAD>(arow + 16 * off);
+          av[i][u] = ld_a<LOAD, PIPE == 2>(arow + 16 * off);
           const unsigned char* sq = PLAIN ? srow + 2 * off : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sq);
+          if (V == 1) sa[i][u] = ld_scales16<LOAD, PIPE == 2>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD, PIPE == 2>(sq);
           else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
           av[i][u] = Q{{0u, 0u, 0u, 0u}};
@@ -670,17 +677,19 @@ __device__ __forceinline__ void gemv_body(
   for (int c0 = cbeg; c0 < cend; c0 += STEP) {
     load(c0);
     const unsigned char* bstep = bp;
-    if (PIPE == 1) {
+    if (PIPE == 1 || PIPE == 3) {
       // All loads of the step are issued before the first use: ptxas would otherwise sink
       // each load next to its use (fewer registers, but one load in flight per lane). The b
-      // loads depend on every one of them through `fold & zero` (zero is a kernel argument,
-      // always 0; a 16-byte load completes as a whole, so one word suffices).
+      // loads (PIPE 1), or only a's first word (PIPE 3: b is read and prepared meanwhile),
+      // depend on every one of them through `fold & zero` (zero is a kernel argument, always
+      // 0; a 16-byte load completes as a whole, so one word suffices).
       u32 fold = 0u;
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
-      bstep = bp + (fold & zero);
+      if (PIPE == 1) bstep = bp + (fold & zero);
+      else av[0][0].w[1] ^= fold & zero;
     }
     compute(c0, bstep);
   }
