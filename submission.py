@@ -291,33 +291,26 @@ struct __align__(16) Q { u32 w[4]; };
 // _CUDA_LOAD): 0 ld.global.nc.L1::no_allocate, 1 plain ld.global, 2 ld.global.L1::evict_first,
 // 3 ld.global.cs (evict-first at every level), 4 ld.global.L1::no_allocate.L2::256B (a 256-byte
 // L2 prefetch).
-#define LD_FLAVOURS_(ASM, T, R, PTXT, OUTS, ...)                                                   \
-  if (LOAD == 0) ASM("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 1) ASM("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
-  else if (LOAD == 2) ASM("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 3) ASM("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
-  else if (LOAD == 4) ASM("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 5) ASM("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "     \
-                          "ld.global.L1::evict_first.L2::cache_hint." PTXT " " OUTS ", [%" R "], pol; }" : __VA_ARGS__); \
-  else ASM("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "                      \
-           "ld.global.nc.L1::no_allocate.L2::cache_hint." PTXT " " OUTS ", [%" R "], pol; }" : __VA_ARGS__);
-// VOL (PIPE 2): volatile asm, which the compiler keeps in program order (all of a step's loads
-// before its arithmetic) without making the arithmetic wait for every load as PIPE 1 does.
-#define LD_FLAVOURS(...) if (VOL) { LD_FLAVOURS_(asm volatile, __VA_ARGS__) } else { LD_FLAVOURS_(asm, __VA_ARGS__) }
-template <int LOAD, bool VOL>
+#define LD_FLAVOURS(T, R, PTXT, OUTS, ...)                                                   \
+  if (LOAD == 0) asm("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 1) asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
+  else if (LOAD == 2) asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == 3) asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
+  else asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
+template <int LOAD>
 __device__ __forceinline__ Q ld_a(const unsigned char* p) {
   Q q;
   LD_FLAVOURS(Q, "4", "v4.u32", "{%0, %1, %2, %3}",
               "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p))
   return q;
 }
-template <int LOAD, bool VOL>
+template <int LOAD>
 __device__ __forceinline__ u32 ld_scales16(const unsigned char* p) {
   u16 v;
   LD_FLAVOURS(u16, "1", "u16", "%0", "=h"(v) : "l"(p))
   return v;
 }
-template <int LOAD, bool VOL>
+template <int LOAD>
 __device__ __forceinline__ u32 ld_scales32(const unsigned char* p) {
   u32 v;
   LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p))
@@ -471,36 +464,6 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BF16& b, const Table
   dot_chunk(a, b, g0, g1);
 }
 
-// ---- decode 3, "mma": the e2m1 products on the tensor cores (mma.sync m16n8k32, u8 x s8 ->
-// s32, exact). A warp's 8 x RPT rows form tiles of 16 (rows g and g + 8 of lane g = lane / 4,
-// g = 0..7); lane t = lane % 4 holds a 16-byte chunk (groups 2t, 2t + 1 of that chunk) of each
-// of its rows, the A fragment's k slots 4t..4t+3 and 16+4t..16+4t+3. a is split by prmt's
-// sign-replicate mode into its non-negative part P (bytes 2|a|, 0 where a < 0) and its negative
-// part N (2|a| where a < 0): one word of a (8 values) is 4 bytes of P and 4 of N per half, with
-// k slots 4t.. holding P and 16+4t.. holding N, so B holds +2b against P and -2b against N.
-// B's column n is lane g = n's data: lane (g, t) supplies b's word 2h + j (h = g & 1) of lane
-// t's chunk when g / 2 == t and zero otherwise, so column 2t + h gets group 2t + h of lane t's
-// chunk. The MMAs of words 0, 1 (group 2t) accumulate into d0, those of words 2, 3 into d1:
-// d0's column 2t and d1's column 2t + 1 are the exact group sums x 4 (the other columns of
-// each pair multiply a word by another group's b and are not read). 7 integer instructions
-// per 8 values of a and one MMA per word, against 11 + 4 dp4a for decode 2.
-__device__ __forceinline__ BWordS prep_signed_word(u32 v, const Tables& T) {
-  const u32 s0 = v & 0x7777u, s1 = (v >> 16) & 0x7777u;
-  const u32 p0 = prmt(T.tlo, T.thi, s0), n0 = prmt(T.nlo, T.nhi, s0);
-  const u32 p1 = prmt(T.tlo, T.thi, s1), n1 = prmt(T.nlo, T.nhi, s1);
-  const u32 x = ((v >> 1) & 0x44444444u) | 0x32103210u;  // i + 4 sign(b_i)
-  return BWordS{prmt(p0, n0, x), prmt(p0, n0, x ^ 0x4444u), prmt(p1, n1, x >> 16), prmt(p1, n1, (x >> 16) ^ 0x4444u)};
-}
-__device__ __forceinline__ void ld_b8(const unsigned char* p, u32& w0, u32& w1) {
-  asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(w0), "=r"(w1) : "l"(p));
-}
-__device__ __forceinline__ void mma_u8s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 template <int DECODE> struct Decode;
 template <> struct Decode<0> {
   typedef BDp4a B;
@@ -513,11 +476,6 @@ template <> struct Decode<1> {
   static constexpr float scale = 1.0f;
 };
 template <> struct Decode<2> {
-  typedef BSigned B;
-  static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_signed(q, T); }
-  static constexpr float scale = 0.25f;
-};
-template <> struct Decode<3> {  // the MMA path does its own b preparation (in gemv_body)
   typedef BSigned B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_signed(q, T); }
   static constexpr float scale = 0.25f;
@@ -538,26 +496,20 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 }
 
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, int KS>
+          bool PROBE>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
     u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
     i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero) {
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
-  constexpr int BROWS = WARPS / KS * RS * RPT;
+  constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
   static_assert(U % V == 0, "U must be a multiple of V");
-  static_assert(WARPS % KS == 0, "KS (warps splitting a row's K) must divide WARPS");
-  static_assert(DECODE != 3 || (LPR == 4 && RPT % 2 == 0), "the mma decode needs LPR 4 and RPT even");
   typedef Decode<DECODE> D;
   const Tables T = tables(zero);
-  const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5, ks = warp % KS;
-  const int row0 = blockIdx.x * BROWS + warp / KS * RS * RPT + lane / LPR;
-  // The warp's chunks [cbeg, cend) of each row: KS warps split K, each a whole number of
-  // steps (FULL: chunks is a multiple of KS * STEP, so every slice is full).
-  const int span = FULL ? chunks / KS : ((chunks + KS - 1) / KS + STEP - 1) / STEP * STEP;
-  const int cbeg = ks * span, cend = KS == 1 ? chunks : min(cbeg + span, chunks);
+  const int lane = threadIdx.x & 31, t = lane % LPR;
+  const int row0 = blockIdx.x * BROWS + (threadIdx.x >> 5) * RS * RPT + lane / LPR;
   const i64 bi = blockIdx.y;
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
@@ -588,11 +540,11 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
-        if (FULL || ch < cend) {
-          av[i][u] = ld_a<LOAD, PIPE == 2>(arow + 16 * off);
+        if (FULL || ch < chunks) {
+          av[i][u] = ld_a<LOAD>(arow + 16 * off);
           const unsigned char* sq = PLAIN ? srow + 2 * off : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[i][u] = ld_scales16<LOAD, PIPE == 2>(sq);
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD, PIPE == 2>(sq);
+          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sq);
           else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
           av[i][u] = Q{{0u, 0u, 0u, 0u}};
@@ -603,53 +555,12 @@ __device__ __forceinline__ void gemv_body(
   };
   // b's chunks of the step, decoded once per lane for its RPT rows, and the dot products.
   auto compute = [&](int c0, const unsigned char* bstep) {
-    if constexpr (DECODE == 3 && !PROBE) {
-      // lane (g, t) supplies B's column g: b's words 2h, 2h + 1 (h = g & 1) of lane t's chunk
-      // when g / 2 == t, else zeros (see "decode 3" above)
-      const int g = lane >> 2;
-      const u32 keep = (g >> 1) == t ? 0xFFFFFFFFu : 0u;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int ch = chunk(c0, u);
-        u32 bw0 = 0u, bw1 = 0u, sbv = 0u;
-        if (FULL || ch < cend) {
-          ld_b8(bstep + 16 * (i64)ch + 8 * (g & 1), bw0, bw1);
-          sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
-        }
-        const BWordS bs[2] = {prep_signed_word(bw0 & keep, T), prep_signed_word(bw1 & keep, T)};
-        float sb0, sb1;
-        e4m3x2(sbv, sb0, sb1);
-#pragma unroll
-        for (int p = 0; p < RPT / 2; ++p) {
-          const Q& q0 = av[2 * p][u];      // row g + 16 p
-          const Q& q1 = av[2 * p + 1][u];  // row g + 16 p + 8
-          int d[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            const u32 v0 = q0.w[w], v1 = q1.w[w], x0 = v0 ^ 0x88888888u, x1 = v1 ^ 0x88888888u;
-            const BWordS& b = bs[w & 1];
-            mma_u8s8(d[w >> 1], prmt(T.tlo, T.thi, v0), prmt(T.tlo, T.thi, v1), prmt(T.tlo, T.thi, x0),
-                     prmt(T.tlo, T.thi, x1), b.b0, b.nb0);
-            mma_u8s8(d[w >> 1], prmt(T.tlo, T.thi, v0 >> 16), prmt(T.tlo, T.thi, v1 >> 16),
-                     prmt(T.tlo, T.thi, x0 >> 16), prmt(T.tlo, T.thi, x1 >> 16), b.b1, b.nb1);
-          }
-          float sa0, sa1, sa2, sa3;
-          e4m3x2(sa[2 * p][u], sa0, sa1);
-          e4m3x2(sa[2 * p + 1][u], sa2, sa3);
-          acc[2 * p] = fmaf((float)d[0][0], sa0 * sb0, acc[2 * p]);
-          acc[2 * p] = fmaf((float)d[1][1], sa1 * sb1, acc[2 * p]);
-          acc[2 * p + 1] = fmaf((float)d[0][2], sa2 * sb0, acc[2 * p + 1]);
-          acc[2 * p + 1] = fmaf((float)d[1][3], sa3 * sb1, acc[2 * p + 1]);
-        }
-      }
-      return;
-    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int ch = chunk(c0, u);
       Q bq = Q{{0u, 0u, 0u, 0u}};
       u32 sbv = 0u;
-      if (FULL || ch < cend) {
+      if (FULL || ch < chunks) {
         bq = ld_b(bstep + 16 * (i64)ch);
         sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
       }
@@ -674,51 +585,32 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  for (int c0 = cbeg; c0 < cend; c0 += STEP) {
+  for (int c0 = 0; c0 < chunks; c0 += STEP) {
     load(c0);
     const unsigned char* bstep = bp;
-    if (PIPE == 1 || PIPE == 3) {
+    if (PIPE == 1) {
       // All loads of the step are issued before the first use: ptxas would otherwise sink
       // each load next to its use (fewer registers, but one load in flight per lane). The b
-      // loads (PIPE 1), or only a's first word (PIPE 3: b is read and prepared meanwhile),
-      // depend on every one of them through `fold & zero` (zero is a kernel argument, always
-      // 0; a 16-byte load completes as a whole, so one word suffices).
+      // loads depend on every one of them through `fold & zero` (zero is a kernel argument,
+      // always 0; a 16-byte load completes as a whole, so one word suffices).
       u32 fold = 0u;
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
-      if (PIPE == 1) bstep = bp + (fold & zero);
-      else av[0][0].w[1] ^= fold & zero;
+      bstep = bp + (fold & zero);
     }
     compute(c0, bstep);
   }
-  __shared__ float red[KS > 1 ? WARPS * RS * RPT : 1];  // the KS warps' row sums, in order
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     float v = acc[i];
 #pragma unroll
     for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (KS > 1) {
-      if (t == 0) red[(warp * RPT + i) * RS + lane / LPR] = v;
-    } else if (t == 0) {
+    if (t == 0) {
       u16 h;
       asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
       c[bi * c_bs + (i64)(row0 + RS * i) * c_rs] = h;
-    }
-  }
-  if (KS > 1) {
-    __syncthreads();
-    if (ks == 0 && t == 0) {
-#pragma unroll
-      for (int i = 0; i < RPT; ++i) {
-        float v = 0.f;
-#pragma unroll
-        for (int q = 0; q < KS; ++q) v += red[((warp + q) * RPT + i) * RS + lane / LPR];
-        u16 h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
-        c[bi * c_bs + (i64)(row0 + RS * i) * c_rs] = h;
-      }
     }
   }
 }
@@ -736,7 +628,7 @@ _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_b
 # before its arithmetic, MINB): how a lane reads a, the default of a config given with five
 # fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
 # commits holding the variants that lost: register double buffering, a bulk-copy ring).
-_CUDA_SHAPE = (2, 2, 1, 0, 1)
+_CUDA_SHAPE = (2, 2, 1, 0)
 
 
 class CudaBuildError(RuntimeError):
@@ -756,12 +648,12 @@ def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tup
     optionally followed by (V, LOAD, PIPE, MINB) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
     registers enough for MINB blocks per SM)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, ks = tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]
+    v, load, pipe, minb = (tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):]) if len(cfg) > 5 else _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{ks}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {ks}>({_CUDA_ARGS});")
+            f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
     bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
@@ -1250,11 +1142,9 @@ _CUDA_FAMILIES = (
 
 
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
-    lpr, rpt, u, warps, dec, v = cfg[:6]
-    ks = _cuda_ks(cfg)
-    rows = _cuda_rows(cfg)
-    return (rows <= 128 and m % rows == 0 and lpr * u * ks <= max(k // 32, lpr) and u % v == 0
-            and warps % ks == 0 and (dec != 3 or (lpr == 4 and rpt % 2 == 0)))
+    lpr, rpt, u, warps, _, v = cfg[:6]
+    rows = warps * (32 // lpr) * rpt
+    return rows <= 128 and m % rows == 0 and lpr * u <= max(k // 32, lpr) and u % v == 0
 
 
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
@@ -1275,14 +1165,9 @@ def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
     return (lpr, 1, u, 4 if 4 * (32 // lpr) <= 128 else 2, dec, 1, 2, 1, 0)
 
 
-def _cuda_ks(cfg: tuple) -> int:
-    """KS, the warps of a block that split each row's K (the config's tenth field, default 1)."""
-    return cfg[9] if len(cfg) > 9 else 1
-
-
 def _cuda_rows(cfg: tuple) -> int:
     lpr, rpt, _, warps = cfg[:4]
-    return warps // _cuda_ks(cfg) * (32 // lpr) * rpt
+    return warps * (32 // lpr) * rpt
 
 
 def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> tuple:
@@ -1305,7 +1190,7 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
         rows = _cuda_rows(cfg)
         if m % rows or cfg[0] not in (2, 4, 8, 16, 32):
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
-        full = chunks % (cfg[0] * cfg[2] * _cuda_ks(cfg)) == 0
+        full = chunks % (cfg[0] * cfg[2]) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
         run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
     return run, 2 if plain else 4
