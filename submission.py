@@ -1129,15 +1129,17 @@ def _triton_fast(data, m: int, k: int, l: int):
 # --------------------------------------------------------------------------- cuda backend
 
 # Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB) without the
-# decode: the winners of the H100 sweeps (benchmarks/NOTES.md, "cuda backend"), first the one
-# that won on both K = 7168 and K = 2048 families.
+# decode: the winners of the H100 and H200 sweeps (benchmarks/NOTES.md, "cuda backend"), first
+# the one that won on both K = 7168 and K = 2048 on the H200. MINB >= 1 (any value; 1-8 were
+# within 0.5%) lets ptxas hoist half of a step's loads above the arithmetic without PIPE 1's
+# wait for all of them: with it these tiles gained 3-8% on the H200 (sweeps of 2026-11-25).
 _CUDA_FAMILIES = (
-    (16, 4, 2, 4, 2, 2, 1, 0),   # 4096x7168x8: 51.8-51.9 us in three runs (best)
-    (16, 2, 2, 2, 2, 2, 0, 12),  # 7168x2048x4: 16.5 us (best); 52.2 on 4096x7168x8
-    (32, 2, 4, 4, 2, 2, 0, 8),   # 7168x16384x1: 28.5-28.6 us (best)
-    (32, 4, 2, 4, 1, 2, 1, 0),   # 7168x16384x1: 29.4-29.6 us
-    (16, 4, 2, 2, 2, 2, 1, 0),   # 4096x7168x8: 51.6-52.0 us
-    (32, 2, 2, 4, 1, 2, 0, 6),   # 7168x2048x4: 16.8 us
+    (16, 4, 2, 1, 2, 2, 0, 2),   # H200 4096x7168x8 38.26 us, 7168x2048x4 14.24; H100 50.11 / 16.78
+    (32, 4, 4, 2, 2, 2, 0, 1),   # 7168x16384x1: H100 28.29 us, H200 23.54
+    (32, 4, 4, 4, 2, 2, 0, 1),   # 7168x16384x1: H200 23.39 us, H100 28.64
+    (16, 2, 2, 1, 2, 2, 0, 24),  # 7168x2048x4: H100 16.45-16.54 us in three runs
+    (16, 4, 2, 4, 2, 2, 1, 0),   # 4096x7168x8: H100 51.8-51.9 us (the best before MINB >= 1)
+    (32, 2, 4, 4, 2, 2, 0, 8),   # 7168x16384x1: H100 28.5-28.9 us (the best before MINB >= 1)
 )
 
 
@@ -1150,9 +1152,10 @@ def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
     """(LPR, RPT, U, WARPS, DECODE, V, LOAD, PIPE, MINB) for a shape no table names: the first
     family that fits the shape, with fewer lanes per row (and chunks per lane) where rows are
-    short; the dp4a decode, or f16x2 where the GPU converts e2m1 itself (compute capability
+    short; the dp4a-sr decode (2: it beat dp4a by 1-8% on every tile of the H100 and H200
+    sweeps with MINB >= 1), or f16x2 where the GPU converts e2m1 itself (compute capability
     10.x; unmeasured: the tuner times both there)."""
-    dec = 1 if capability[0] >= 10 else 0
+    dec = 1 if capability[0] >= 10 else 2
     chunks = k // 32
     for fam in _CUDA_FAMILIES:
         cfg = fam[:4] + (dec,) + fam[4:]
@@ -1230,13 +1233,15 @@ def cuda_compile_variants() -> list:
 # numbers behind each entry are in benchmarks/RESULTS.md and benchmarks/NOTES.md.
 _MEASURED = {
     "NVIDIA H100 80GB HBM3": {
-        # 28.5-28.6 us in two runs (read ceiling 25.3): next (32, 2, 4, 4, 0, 2, 0, 0) 28.8,
-        # (32, 4, 2, 4, 2, 1, 2, 1) 29.4-29.6; triton's best 29.3-29.6.
-        ("cuda", 7168, 16384, 1): (32, 2, 4, 4, 0, 2, 2, 0, 8),
-        # 51.8-51.9 us in three runs (ceiling 46.1): next (16, 4, 2, 2, 0, 2, 2, 1) 51.6-52.0.
-        ("cuda", 4096, 7168, 8): (16, 4, 2, 4, 0, 2, 2, 1, 0),
-        # 16.5 us in two runs (ceiling 15.0): next (32, 2, 2, 4, 2, 1, 2, 0, 6) 16.8.
-        ("cuda", 7168, 2048, 4): (16, 2, 2, 2, 2, 2, 2, 0, 12),
+        # 28.29 us (ceiling 25.3, sweep of 2026-11-25, later session): next (32, 4, 4, 1, ..., 1)
+        # 28.35; the former entry (32, 2, 4, 4, 0, 2, 2, 0, 8) 28.88 in the same run.
+        ("cuda", 7168, 16384, 1): (32, 4, 4, 2, 2, 2, 2, 0, 1),
+        # 50.11 us (ceiling 46.2, same sweep; MINB 1-8 within 50.02-50.13); the former entry
+        # (16, 4, 2, 4, 0, 2, 2, 1, 0) 51.81 and triton's best 50.50 in the same run.
+        ("cuda", 4096, 7168, 8): (16, 4, 2, 1, 2, 2, 2, 0, 2),
+        # 16.45-16.54 us in three runs (ceiling 15.1-15.2) against 16.61-16.67 for the former
+        # entry (16, 2, 2, 2, 2, 2, 2, 0, 12); the H200's (16, 4, 2, 1, ..., 2) 16.78.
+        ("cuda", 7168, 2048, 4): (16, 2, 2, 1, 2, 2, 2, 0, 24),
         # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
         # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
@@ -1244,15 +1249,17 @@ _MEASURED = {
         # 16.4-16.9 us (ceiling 15.1-15.3): next (16, 32, 1) 16.7-17.2, (8, 64, 2) 17.0-17.9.
         ("triton", 7168, 2048, 4): (16, 64, 2, 1),
     },
-    "NVIDIA H200": {  # one sweep, 2026-11-25 (read ceilings 18.9 / 33.3 / 12.0 us)
-        # 24.7 us: next (32, 4, 2, 4, 2, 1, 2, 1, 0) 25.3; the H100's config 26.3-26.4.
-        ("cuda", 7168, 16384, 1): (32, 2, 4, 4, 0, 2, 2, 0, 5),
-        # 41.34 us (sweep of 48 configs, 2026-11-25, ceiling 32.9): next (16, 4, 2, 2, 2, 2, 2, 1, 8)
-        # 41.42, both the dp4a-sr decode; the same tile with the dp4a decode 42.10 (41.8 in the
-        # first sweep); the H100's config 42.75.
-        ("cuda", 4096, 7168, 8): (16, 4, 2, 4, 2, 2, 2, 1, 5),
-        # 15.4 us: next (16, 2, 2, 2, 0, 2, 2, 0, 10) 15.5; the H100's config, the same.
-        ("cuda", 7168, 2048, 4): (16, 2, 2, 2, 2, 2, 2, 0, 12),
+    "NVIDIA H200": {  # sweeps of 2026-11-25 (read ceilings 18.9-19.1 / 33.2-33.3 / 11.9-12.0 us)
+        # 23.39 us (sweep of 138 configs, 2026-11-25 later session, ceiling 19.07): next
+        # (32, 4, 4, 1, ...) 23.52, (32, 4, 4, 2, ...) 23.54; the former entry (32, 2, 4, 4, 0, 2,
+        # 2, 0, 5) 24.45 in the run before.
+        ("cuda", 7168, 16384, 1): (32, 4, 4, 4, 2, 2, 2, 0, 1),
+        # 38.26 us (same sweep, ceiling 33.2): MINB 1-8 38.26-38.46; the former entry (16, 4, 2, 4,
+        # 2, 2, 2, 1, 5) 41.26 and triton's best 39.97-40.32 in the run before.
+        ("cuda", 4096, 7168, 8): (16, 4, 2, 1, 2, 2, 2, 0, 2),
+        # 14.24 us (same sweep, ceiling 11.94): MINB 1-8 14.24-14.30; the former entry (16, 2, 2,
+        # 2, 2, 2, 2, 0, 12) 15.49, triton's best 15.12 in the run before.
+        ("cuda", 7168, 2048, 4): (16, 4, 2, 1, 2, 2, 2, 0, 2),
         # 26.9 us: next (2, 128, 1, 1) 27.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
         # 40.4 us: next (16, 64, 2, 1) 41.3-41.4 (the H100's config).
@@ -1280,15 +1287,15 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
         return list(dict.fromkeys(cands + [c for c in extra if m % c[0] == 0]))
     if name == "cuda":
         cap = capability if isinstance(capability, tuple) else (9, 0)
-        dec = 1 if cap[0] >= 10 else 0
+        dec = 1 if cap[0] >= 10 else 2
         cands = [_cuda_default(m, k, l, cap)]
         for table in _MEASURED.values():  # what won on any GPU model for this shape
             if ("cuda", m, k, l) in table:
                 cands.append(table[("cuda", m, k, l)][:4] + (dec,) + table[("cuda", m, k, l)][5:])
         cands += [f[:4] + (dec,) + f[4:] for f in _CUDA_FAMILIES]
         cands = [c for c in dict.fromkeys(cands) if _cuda_fits(c, m, k)][:6]
-        if cap[0] >= 10:  # the dp4a decode too, on the top three (which decode wins there is unmeasured)
-            cands += [c[:4] + (0,) + c[5:] for c in cands[:3]]
+        if cap[0] >= 10:  # the dp4a-sr decode too, on the top three (which decode wins there is unmeasured)
+            cands += [c[:4] + (2,) + c[5:] for c in cands[:3]]
         return cands
     return [None]
 
