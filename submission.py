@@ -1365,21 +1365,30 @@ _FLUSH = {}  # device -> scratch buffer of twice the L2 (zeroed between timed ca
 # the tuner still kept configs up to 8% slower than the table's (benchmarks/NOTES.md, "tuner").
 # 21 calls cost well under 10 ms of GPU time per race, next to ~0.2 s of compiling per config.
 _RACE_REPS = 21
+# GPU cycles the device is kept busy (a spin, ~100 us at 2 GHz) after each flush, so that the host
+# part of the call being timed (Python, the launch) is hidden behind it and the events time the
+# device. Measured on an H100 (2026-11-25): with the flush alone a race timed both backends at
+# 42-49 us on 7168x16384x1 and 35-38 us on 7168x2048x4, with the spin 33 and 18 us (the host
+# path, not the kernels, was timed); 4096x7168x8 was the same either way.
+_HOLD_CYCLES = 200_000
 
 
 def _cold_times(fns: list, device, reps: int = _RACE_REPS) -> list:
     """Median device milliseconds of each of ``fns``, called in turn ``reps`` times, each call
-    after a write of twice the L2 (so it starts L2-cold, as on the leaderboard) and between its
-    own pair of events; one synchronisation at the end."""
+    after a write of twice the L2 (so it starts L2-cold, as on the leaderboard) and a spin that
+    hides its host time, between its own pair of events; one synchronisation at the end."""
     flush = _FLUSH.get(device)
     if flush is None:
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20) or (64 << 20)
         flush = _FLUSH[device] = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
     events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
               for _ in fns]
+    hold = getattr(torch.cuda, "_sleep", None)
     for r in range(reps):
         for fn, ev in zip(fns, events, strict=True):
             flush.zero_()
+            if hold is not None:
+                hold(_HOLD_CYCLES)
             ev[r][0].record()
             fn()
             ev[r][1].record()
