@@ -90,9 +90,11 @@ def with_cpu_scales(data):
 
 def cuda_sweep_configs(m, k, l, cap) -> list:
     """A grid around the cuda backend's candidates: lanes per row, rows per lane, chunks in
-    flight per lane, warps per block (blocks of at most 128 rows that divide M)."""
+    flight per lane, warps per block (blocks of at most 128 rows that divide M), each with
+    PIPE 1 (every load of a step before its arithmetic) and with PIPE 0 and launch bounds
+    (MINB 1: ptxas then hoists about half the loads with no wait; the winners of 2026-11-25)."""
     chunks = k // 32
-    dec = 1 if cap[0] >= 10 else 0
+    dec = 1 if cap[0] >= 10 else 2
     out = list(submission._candidates("cuda", m, k, l, cap))
     for lpr in (32, 16, 8):
         for rpt in (1, 2, 4):
@@ -102,7 +104,7 @@ def cuda_sweep_configs(m, k, l, cap) -> list:
                     cfg = (lpr, rpt, u_, warps, dec)
                     rows = submission._cuda_rows(cfg)
                     if rows <= 128 and m % rows == 0 and lpr <= chunks and rpt * u_ <= 16:
-                        out.append(cfg)
+                        out += [cfg, cfg + (2, 2, 0, 1)]
     return list(dict.fromkeys(out))
 
 
