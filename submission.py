@@ -296,9 +296,7 @@ struct __align__(16) Q { u32 w[4]; };
   else if (LOAD == 1) asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
   else if (LOAD == 2) asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
   else if (LOAD == 3) asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
-  else if (LOAD == 4) asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 5) asm("ld.volatile.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);   \
-  else asm("ld.relaxed.gpu.global.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
+  else asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
 template <int LOAD>
 __device__ __forceinline__ Q ld_a(const unsigned char* p) {
   Q q;
@@ -533,7 +531,7 @@ __device__ __forceinline__ void gemv_body(
 
   // The step's loads of a and its scales. Addresses: one pointer per row and
   // step, every load an immediate offset from it.
-  auto load = [&](Q (&av)[RPT][U], u32 (&sa)[RPT][U], int c0) {
+  auto load = [&](int c0) {
     const int first = c0 + t * V;  // the lane's first chunk of the step
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
@@ -556,7 +554,7 @@ __device__ __forceinline__ void gemv_body(
     }
   };
   // b's chunks of the step, decoded once per lane for its RPT rows, and the dot products.
-  auto compute = [&](const Q (&av)[RPT][U], const u32 (&sa)[RPT][U], int c0, const unsigned char* bstep) {
+  auto compute = [&](int c0, const unsigned char* bstep) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int ch = chunk(c0, u);
@@ -587,40 +585,22 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  if (PIPE == 2) {
-    // Register double buffering: the next step's loads are issued before this step's
-    // arithmetic (two buffers, the loop unrolled by two steps so that neither is copied).
-    Q av1[RPT][U];
-    u32 sa1[RPT][U];
-    // The loads are unconditional (a step past the end re-reads the last one, from the L2):
-    // behind an `if` the compiler moved them after the arithmetic they were meant to overlap.
-    const int last = (chunks - 1) / STEP * STEP;  // the last step's first chunk
-    load(av, sa, 0);
-    for (int c0 = 0; c0 < chunks; c0 += 2 * STEP) {
-      load(av1, sa1, min(c0 + STEP, last));
-      compute(av, sa, c0, bp);
-      if (c0 + STEP >= chunks) break;
-      load(av, sa, min(c0 + 2 * STEP, last));
-      compute(av1, sa1, c0 + STEP, bp);
-    }
-  } else {
-    for (int c0 = 0; c0 < chunks; c0 += STEP) {
-      load(av, sa, c0);
-      const unsigned char* bstep = bp;
-      if (PIPE == 1) {
-        // All loads of the step are issued before the first use: ptxas would otherwise sink
-        // each load next to its use (fewer registers, but one load in flight per lane). The b
-        // loads depend on every one of them through `fold & zero` (zero is a kernel argument,
-        // always 0; a 16-byte load completes as a whole, so one word suffices).
-        u32 fold = 0u;
+  for (int c0 = 0; c0 < chunks; c0 += STEP) {
+    load(c0);
+    const unsigned char* bstep = bp;
+    if (PIPE == 1) {
+      // All loads of the step are issued before the first use: ptxas would otherwise sink
+      // each load next to its use (fewer registers, but one load in flight per lane). The b
+      // loads depend on every one of them through `fold & zero` (zero is a kernel argument,
+      // always 0; a 16-byte load completes as a whole, so one word suffices).
+      u32 fold = 0u;
 #pragma unroll
-        for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-          for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
-        bstep = bp + (fold & zero);
-      }
-      compute(av, sa, c0, bstep);
+        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
+      bstep = bp + (fold & zero);
     }
+    compute(c0, bstep);
   }
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
