@@ -1134,19 +1134,21 @@ def _triton_fast(data, m: int, k: int, l: int):
 # within 0.5%) lets ptxas hoist half of a step's loads above the arithmetic without PIPE 1's
 # wait for all of them: with it these tiles gained 3-8% on the H200 (sweeps of 2026-11-25).
 _CUDA_FAMILIES = (
-    (16, 4, 2, 1, 2, 2, 0, 2),   # H200 4096x7168x8 38.26 us, 7168x2048x4 14.24; H100 50.11 / 16.78
-    (32, 2, 8, 2, 2, 2, 0, 1),   # 7168x16384x1: H100 server 31.26 us (clean 28.96), H200 25.52 (24.46)
-    (32, 4, 4, 8, 2, 2, 0, 1),   # 7168x16384x1: H200 server 24.56 us (clean 23.26), H100 31.95 (28.27)
-    (16, 2, 2, 1, 2, 2, 0, 24),  # 7168x2048x4: H100 16.45-16.54 us in three runs
-    (16, 4, 2, 1, 2, 2, 1, 0),   # 4096x7168x8: H100 server 56.14 us (clean 51.25), H200 44.06 (40.46)
-    (32, 2, 4, 4, 2, 2, 0, 8),   # 7168x16384x1: H100 28.5-28.9 us (the best before MINB >= 1)
+    (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
+    (32, 4, 1, 1, 1, 2, 0, 1),   # 7168x2048x4: server 15.15 us on the H200 (clean 14.64), 18.03 H100 (16.80)
+    (32, 4, 4, 8, 2, 2, 0, 1),   # 7168x16384x1: H200 server 24.35-24.56 us (clean 23.10-23.26), H100 31.94
+    (32, 2, 8, 2, 2, 2, 0, 1),   # 7168x16384x1: H100 server 31.26-31.31 us (clean 28.96-29.17), H200 25.14
+    (16, 2, 2, 1, 2, 2, 0, 24),  # 7168x2048x4: H100 16.45-16.58 us clean, 18.00-18.02 server
+    (16, 4, 2, 1, 2, 2, 0, 2),   # the H200's clean best on 4096x7168x8 (38.18-38.26) and 7168x2048x4 (14.24)
 )
 
 
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     lpr, rpt, u, warps, _, v = cfg[:6]
     rows = warps * (32 // lpr) * rpt
-    return rows <= 128 and m % rows == 0 and lpr * u <= max(k // 32, lpr) and u % v == 0
+    # every lane owns at least one 32-value chunk per step (LPR * U <= K / 32): a family with
+    # more lanes per row than the row has chunks is for longer rows
+    return rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
 
 
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
@@ -1239,10 +1241,11 @@ _MEASURED = {
         # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
         # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66.
         ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
-        # server 56.14 us (server ceiling 50.88; clean 51.25 against 45.98): the MINB tiles that
-        # are fastest clean lose there ((16, 4, 2, 1, 2, 2, 2, 0, 2): 50.35 clean, 61.07 server);
-        # triton's best 55.30 (it then wins the race).
-        ("cuda", 4096, 7168, 8): (16, 4, 2, 1, 2, 2, 2, 1, 0),
+        # server 56.35 us, clean 50.82 (ceilings 50.90 / 46.00): the former entry (16, 4, 2, 1,
+        # 2, 2, 2, 1, 0) 56.45 / 51.39 in the same run; the MINB tile fastest clean on the H200
+        # loses here ((16, 4, 2, 1, 2, 2, 2, 0, 2): 50.35 clean, 61.07 server); triton's best
+        # 55.30 / 51.02 (it then wins the race).
+        ("cuda", 4096, 7168, 8): (32, 8, 1, 1, 2, 1, 2, 0, 1),
         # 16.45-16.54 us in three runs (ceiling 15.1-15.2) against 16.61-16.67 for the former
         # entry (16, 2, 2, 2, 2, 2, 2, 0, 12); the H200's (16, 4, 2, 1, ..., 2) 16.78. Server
         # 18.02 us (server ceiling 16.61), the best cuda config there too; triton 17.92.
@@ -1255,20 +1258,19 @@ _MEASURED = {
         ("triton", 7168, 2048, 4): (16, 64, 2, 1),
     },
     "NVIDIA H200": {  # sweeps of 2026-11-25 (read ceilings 18.9-19.1 / 33.2-33.3 / 11.9-12.0 us)
-        # server 24.56 us (server ceiling 21.09), clean 23.26 in an earlier sweep (ceiling 19.01);
+        # server 24.35-24.56 us (server ceiling 21.09-21.14), clean 23.10-23.26 (ceiling 18.83-19.01);
         # next (32, 2, 8, 4, ..., 1) 25.07 / 24.46, (32, 4, 4, 4, ..., 1) 25.39 / 23.47 (the
         # clean sweep's best, 23.39 there); triton's best 27.95 / 27.14; the entry before this
         # session (32, 2, 4, 4, 0, 2, 2, 0, 5) 26.88 / 24.66.
         ("cuda", 7168, 16384, 1): (32, 4, 4, 8, 2, 2, 2, 0, 1),
-        # clean 38.26 us (sweep of 138 configs, ceiling 33.2; MINB 1-8 38.26-38.46), server 44.24
-        # (server ceiling 36.58), within 0.4% of the best there ((16, 4, 2, 1, 2, 2, 2, 1, 0)
-        # 44.06, 40.46 clean); the entry before this session (16, 4, 2, 4, 2, 2, 2, 1, 5) 41.42 /
-        # 46.51; triton's best 40.37 / 42.67 (it wins the race under the server's protocol).
-        ("cuda", 4096, 7168, 8): (16, 4, 2, 1, 2, 2, 2, 0, 2),
-        # clean 14.24 us (same sweep, ceiling 11.94), server 15.65 (server ceiling 13.28): next
-        # (32, 4, 2, 1, 2, 2, 2, 0, 1) 15.18 / 15.50; the entry before this session (16, 2, 2, 2,
-        # 2, 2, 2, 0, 12) 15.54 / 15.81; triton's best 15.25 / 15.90.
-        ("cuda", 7168, 2048, 4): (16, 4, 2, 1, 2, 2, 2, 0, 2),
+        # server 41.87 us, clean 38.08 (ceilings 36.70 / 32.83), the best of 34 configs on both;
+        # (16, 4, 2, 1, 2, 2, 2, 0, 2) 44.82 / 38.18 in the same run; the entry before this
+        # session (16, 4, 2, 4, 2, 2, 2, 1, 5) 46.51 / 41.42; triton's best 42.67 / 40.21.
+        ("cuda", 4096, 7168, 8): (32, 8, 1, 1, 2, 1, 2, 0, 1),
+        # server 15.15 us, clean 14.64 (ceilings 13.28 / 11.86): (16, 4, 2, 1, 2, 2, 2, 0, 2)
+        # 15.55 / 14.24 in the same run; the entry before this session (16, 2, 2, 2, 2, 2, 2, 0,
+        # 12) 15.81 / 15.54; triton's best 15.90 / 15.25.
+        ("cuda", 7168, 2048, 4): (32, 4, 1, 1, 2, 1, 2, 0, 1),
         # 26.9 us: next (2, 128, 1, 1) 27.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
         # 40.4 us: next (16, 64, 2, 1) 41.3-41.4 (the H100's config).
