@@ -16,7 +16,8 @@
 * ``read_ceiling_server``: the read ceiling under that protocol.
 * ``bare_launch_floor``: the harness protocol around the launch of an empty Triton kernel:
   the smallest time that protocol can report for any one-launch Triton kernel.
-* ``host_cost``: host (CPU) microseconds per call of a function, no synchronisation.
+* ``host_cost``: host (CPU) microseconds per call of a function, no synchronisation;
+  ``host_cost_beside_bare`` alternates it with a bare Triton launch's and gives both medians.
 
 All times are microseconds. Medians unless named otherwise.
 """
@@ -207,3 +208,16 @@ def host_cost(fn: Callable, arg, calls: int = 200) -> float:
 def bare_launch_host_cost(calls: int = 200) -> float:
     x = torch.empty(1, device="cuda")
     return host_cost(lambda _: _empty_kernel[(1,)](x), None, calls)
+
+
+def host_cost_beside_bare(fn: Callable, arg, calls: int = 200, rounds: int = 7) -> tuple:
+    """(host us per ``fn(arg)`` call, host us per bare Triton launch): medians over ``rounds``
+    alternating rounds of ``calls`` each. One round of each, back to back, moved by up to 5 us
+    between two runs of the same code on the same H100 (10.2-19.9 against 15.0-17.6 on
+    2026-11-25): the CPU's state drifts, so the two are measured in turns."""
+    x = torch.empty(1, device="cuda")
+    own, bare = [], []
+    for _ in range(rounds):
+        own.append(host_cost(fn, arg, calls))
+        bare.append(host_cost(lambda _: _empty_kernel[(1,)](x), None, calls))
+    return median(own), median(bare)
