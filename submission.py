@@ -1130,16 +1130,18 @@ def _triton_fast(data, m: int, k: int, l: int):
 
 # Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB) without the
 # decode: the winners of the H100 and H200 sweeps (benchmarks/NOTES.md, "cuda backend"), first
-# the one that won on both K = 7168 and K = 2048 on the H200. MINB >= 1 (any value; 1-8 were
-# within 0.5%) lets ptxas hoist half of a step's loads above the arithmetic without PIPE 1's
-# wait for all of them: with it these tiles gained 3-8% on the H200 (sweeps of 2026-11-25).
+# the default for shapes no table names: two rows per one-warp block, within 2% of the H100's
+# best on every benchmark shape (and its best on two). MINB >= 1 (any value up to the
+# register cap's edge; 1-8 were within 0.5% on the tiles tried) lets ptxas hoist half of a
+# step's loads above the arithmetic without PIPE 1's wait for all of them: with it these tiles
+# gained 3-8% on the H200 (sweeps of 2026-11-25).
 _CUDA_FAMILIES = (
+    (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.05
     (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
     (32, 4, 1, 1, 1, 2, 0, 1),   # 7168x2048x4: server 15.15 us on the H200 (clean 14.64), 18.03 H100 (16.80)
     (32, 4, 4, 8, 2, 2, 0, 1),   # 7168x16384x1: H200 server 24.35-24.56 us (clean 23.10-23.26), H100 31.94
     (32, 2, 8, 2, 2, 2, 0, 1),   # 7168x16384x1: H100 server 31.26-31.31 us (clean 28.96-29.17), H200 25.14
     (16, 2, 2, 1, 2, 2, 0, 24),  # 7168x2048x4: H100 16.45-16.58 us clean, 18.00-18.02 server
-    (16, 4, 2, 1, 2, 2, 0, 2),   # the H200's clean best on 4096x7168x8 (38.18-38.26) and 7168x2048x4 (14.24)
 )
 
 
@@ -1241,15 +1243,15 @@ _MEASURED = {
         # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
         # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66.
         ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
-        # server 56.35 us, clean 50.82 (ceilings 50.90 / 46.00): the former entry (16, 4, 2, 1,
-        # 2, 2, 2, 1, 0) 56.45 / 51.39 in the same run; the MINB tile fastest clean on the H200
-        # loses here ((16, 4, 2, 1, 2, 2, 2, 0, 2): 50.35 clean, 61.07 server); triton's best
-        # 55.30 / 51.02 (it then wins the race).
-        ("cuda", 4096, 7168, 8): (32, 8, 1, 1, 2, 1, 2, 0, 1),
-        # 16.45-16.54 us in three runs (ceiling 15.1-15.2) against 16.61-16.67 for the former
-        # entry (16, 2, 2, 2, 2, 2, 2, 0, 12); the H200's (16, 4, 2, 1, ..., 2) 16.78. Server
-        # 18.02 us (server ceiling 16.61), the best cuda config there too; triton 17.92.
-        ("cuda", 7168, 2048, 4): (16, 2, 2, 1, 2, 2, 2, 0, 24),
+        # server 54.24-54.51 us, clean 49.39-49.57 in four sweeps of 2026-11-25 (fourth session;
+        # ceilings 50.4-50.9 / 46.0-46.3; MINB 1, 16, 24, 28, 32 within 0.5%): two rows per
+        # one-warp block, all 32 lanes along K. The former entry (32, 8, 1, 1, 2, 1, 2, 0, 1)
+        # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93.
+        ("cuda", 4096, 7168, 8): (32, 2, 1, 1, 2, 1, 2, 0, 1),
+        # server 17.89-18.05 us, clean 16.48-16.66 (ceilings 16.6-16.7 / 15.1-15.3) in four
+        # sweeps of that session (MINB 1 and 28); the former entry (16, 2, 2, 1, 2, 2, 2, 0, 24)
+        # 17.94-18.14 / 16.56-16.74 in the same runs; triton 18.00-18.14 / 16.80-16.83.
+        ("cuda", 7168, 2048, 4): (32, 2, 1, 1, 2, 1, 2, 0, 1),
         # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
         # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.

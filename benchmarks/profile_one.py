@@ -4,6 +4,11 @@ profiler (needs a CUDA GPU), e.g. on a machine where Nsight Compute reads counte
     ncu --clock-control none --kernel-name regex:nvfp4 --launch-skip 3 --launch-count 1 \\
         --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \\
         python3 benchmarks/profile_one.py --shape 4096x7168x8 --backend cuda --config 16,4,2,2,2
+
+``--backend read`` runs the read ceiling's kernel instead (benchmarks/timing.py: a plain
+streaming read of the shape's bytes, launch shape 1024 x 1 iteration x 4 warps, the one
+that won every ceiling on the H100 and H200), to profile beside the kernel
+(``--kernel-name regex:_read_kernel``).
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import torch  # noqa: E402
 
 import reference  # noqa: E402
 import submission  # noqa: E402
+from benchmarks import timing  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="4096x7168x8", help="MxKxL")
-    ap.add_argument("--backend", default="cuda", help="cuda or triton")
+    ap.add_argument("--backend", default="cuda", help="cuda, triton, or read (the read ceiling's kernel)")
     ap.add_argument("--config", default="", help="comma-separated config (default: the backend's pick)")
     ap.add_argument("--calls", type=int, default=6, help="calls to make")
     args = ap.parse_args()
@@ -32,6 +38,12 @@ def main() -> int:
         print("profile_one.py needs a CUDA GPU", file=sys.stderr)
         return 2
     m, k, l = (int(x) for x in args.shape.split("x"))
+    if args.backend == "read":
+        buf = timing.make_read_buffers(timing.gemv_bytes(m, k, l), 1)[0]
+        for _ in range(args.calls):
+            timing.read_launch(buf, 1024, 1, 4)
+        torch.cuda.synchronize()
+        return 0
     cfg = tuple(int(x) for x in args.config.split(",")) if args.config else None
     data = reference.generate_input(m, k, l, 1, device="cuda")
     for _ in range(args.calls):
