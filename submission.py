@@ -1136,7 +1136,7 @@ def _triton_fast(data, m: int, k: int, l: int):
 # step's loads above the arithmetic without PIPE 1's wait for all of them: with it these tiles
 # gained 3-8% on the H200 (sweeps of 2026-11-25).
 _CUDA_FAMILIES = (
-    (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.05
+    (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.22
     (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
     (32, 4, 1, 1, 1, 2, 0, 1),   # 7168x2048x4: server 15.15 us on the H200 (clean 14.64), 18.03 H100 (16.80)
     (32, 4, 4, 8, 2, 2, 0, 1),   # 7168x16384x1: H200 server 24.35-24.56 us (clean 23.10-23.26), H100 31.94
@@ -1243,14 +1243,14 @@ _MEASURED = {
         # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
         # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66.
         ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
-        # server 54.24-54.51 us, clean 49.39-49.57 in four sweeps of 2026-11-25 (fourth session;
-        # ceilings 50.4-50.9 / 46.0-46.3; MINB 1, 16, 24, 28, 32 within 0.5%): two rows per
+        # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (fourth session;
+        # ceilings 50.4-50.9 / 46.0-46.3; MINB 16, 24, 28, 32 within 1%): two rows per
         # one-warp block, all 32 lanes along K. The former entry (32, 8, 1, 1, 2, 1, 2, 0, 1)
         # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93.
         ("cuda", 4096, 7168, 8): (32, 2, 1, 1, 2, 1, 2, 0, 1),
-        # server 17.89-18.05 us, clean 16.48-16.66 (ceilings 16.6-16.7 / 15.1-15.3) in four
-        # sweeps of that session (MINB 1 and 28); the former entry (16, 2, 2, 1, 2, 2, 2, 0, 24)
-        # 17.94-18.14 / 16.56-16.74 in the same runs; triton 18.00-18.14 / 16.80-16.83.
+        # server 17.89-18.22 us, clean 16.48-16.70 (ceilings 16.6-16.7 / 15.1-15.3) in four
+        # sweeps of that session (MINB 1, 16-32); the former entry (16, 2, 2, 1, 2, 2, 2, 0, 24)
+        # 17.95-18.14 / 16.56-16.74 in the same runs; triton 18.00-18.14 / 16.80-16.83.
         ("cuda", 7168, 2048, 4): (32, 2, 1, 1, 2, 1, 2, 0, 1),
         # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
