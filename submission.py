@@ -1153,13 +1153,18 @@ def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     return rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
 
 
+def _cuda_decode(capability: tuple) -> int:
+    """The default decode: dp4a-sr (2: it beat dp4a by 1-8% on every tile of the H100 and H200
+    sweeps with MINB >= 1), or f16x2 (1) where the GPU converts e2m1 itself (compute capability
+    10.x; unmeasured: the tuner times both there)."""
+    return 1 if capability[0] >= 10 else 2
+
+
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
     """(LPR, RPT, U, WARPS, DECODE, V, LOAD, PIPE, MINB) for a shape no table names: the first
     family that fits the shape, with fewer lanes per row (and chunks per lane) where rows are
-    short; the dp4a-sr decode (2: it beat dp4a by 1-8% on every tile of the H100 and H200
-    sweeps with MINB >= 1), or f16x2 where the GPU converts e2m1 itself (compute capability
-    10.x; unmeasured: the tuner times both there)."""
-    dec = 1 if capability[0] >= 10 else 2
+    short; the decode of ``_cuda_decode``."""
+    dec = _cuda_decode(capability)
     chunks = k // 32
     for fam in _CUDA_FAMILIES:
         cfg = fam[:4] + (dec,) + fam[4:]
@@ -1300,7 +1305,7 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
         return list(dict.fromkeys(cands + [c for c in extra if m % c[0] == 0]))
     if name == "cuda":
         cap = capability if isinstance(capability, tuple) else (9, 0)
-        dec = 1 if cap[0] >= 10 else 2
+        dec = _cuda_decode(cap)
         cands = [_cuda_default(m, k, l, cap)]
         for table in _MEASURED.values():  # what won on any GPU model for this shape
             if ("cuda", m, k, l) in table:

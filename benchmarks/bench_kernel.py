@@ -94,7 +94,7 @@ def cuda_sweep_configs(m, k, l, cap) -> list:
     PIPE 1 (every load of a step before its arithmetic) and with PIPE 0 and launch bounds
     (MINB 1: ptxas then hoists about half the loads with no wait; the winners of 2026-11-25)."""
     chunks = k // 32
-    dec = 1 if cap[0] >= 10 else 2
+    dec = submission._cuda_decode(cap)
     out = list(submission._candidates("cuda", m, k, l, cap))
     for lpr in (32, 16, 8):
         for rpt in (1, 2, 4):

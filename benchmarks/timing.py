@@ -215,9 +215,8 @@ def host_cost_beside_bare(fn: Callable, arg, calls: int = 200, rounds: int = 7) 
     alternating rounds of ``calls`` each. One round of each, back to back, moved by up to 5 us
     between two runs of the same code on the same H100 (10.2-19.9 against 15.0-17.6 on
     2026-11-25): the CPU's state drifts, so the two are measured in turns."""
-    x = torch.empty(1, device="cuda")
     own, bare = [], []
     for _ in range(rounds):
         own.append(host_cost(fn, arg, calls))
-        bare.append(host_cost(lambda _: _empty_kernel[(1,)](x), None, calls))
+        bare.append(bare_launch_host_cost(calls))
     return median(own), median(bare)
