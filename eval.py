@@ -128,6 +128,43 @@ ENV_BACKEND = "NVFP4_GEMV_BACKEND"
 _CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
 
 
+# =========================================================================== static rules
+# What the server checks of the uploaded file before anything runs (gpu-mode/kernelbot,
+# src/kernelbot/api/api_utils.py at 01a0072acaa33c85e532f89ef80479a765fcb756, to_submit_info:
+# empty file, more than 1_000_000 bytes, not UTF-8, the forbidden word below in any case), and
+# the header lines popcorn-cli reads to pick the leaderboard and the GPU.
+MAX_SUBMISSION_BYTES = 1_000_000
+FORBIDDEN_WORD = "str" + "eam"  # spelled in two parts so that this file could itself be uploaded
+REQUIRED_HEADERS = ("#!POPCORN leaderboard nvfp4_gemv", "#!POPCORN gpu NVIDIA")
+
+
+def static_problems(path: Path | str) -> list[str]:
+    """One line per server rule the submission file breaks (empty list: none): size, encoding,
+    the forbidden word (with the line it first appears on), the two header lines."""
+    raw = Path(path).read_bytes()
+    if not raw:
+        return ["the file is empty (the server rejects an empty upload)"]
+    out = []
+    if len(raw) > MAX_SUBMISSION_BYTES:
+        out.append(f"the file is {len(raw):,} bytes; the server rejects files over {MAX_SUBMISSION_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return out + [f"the file is not UTF-8 ({exc}); the server rejects it"]
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if FORBIDDEN_WORD in line.lower():
+            out.append(f"line {number} contains the word {FORBIDDEN_WORD!r} (any case, comments included): "
+                       "the server rejects the whole file")
+            break
+    head = [ln.strip() for ln in lines[:10]]
+    for header in REQUIRED_HEADERS:
+        if header not in head:
+            out.append(f"missing header line {header!r} near the top (popcorn-cli reads it to pick the "
+                       "leaderboard and GPU)")
+    return out
+
+
 # =========================================================================== test files
 
 @dataclasses.dataclass
