@@ -392,7 +392,7 @@ __device__ __forceinline__ BF16 prep_f16(const Q& q) {
   for (int j = 0; j < 16; ++j) r.h[j] = e2m1x2(q.w[j >> 2] >> (8 * (j & 3)));
   return r;
 }
-__device__ __forceinline__ float dot_group_f16(const Q& a, const BF16& b, int g) {
+__device__ __forceinline__ u32 dot_group_f16(const Q& a, const BF16& b, int g) {
   u32 acc;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -401,14 +401,7 @@ __device__ __forceinline__ float dot_group_f16(const Q& a, const BF16& b, int g)
     if (j == 0) asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(acc) : "r"(ah), "r"(b.h[byte]));
     else asm("fma.rn.f16x2 %0, %1, %2, %0;" : "+r"(acc) : "r"(ah), "r"(b.h[byte]));
   }
-  float lo, hi;
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
-      : "=f"(lo), "=f"(hi) : "r"(acc));
-  return lo + hi;
-}
-__device__ __forceinline__ void dot_chunk(const Q& a, const BF16& b, float& g0, float& g1) {
-  g0 = dot_group_f16(a, b, 0);
-  g1 = dot_group_f16(a, b, 1);
+  return acc;  // two exact half sums of the group (8 products each)
 }
 
 // ---- decode 2, "dp4a-sr": as dp4a, but a's signs are handled by prmt's sign-replicate mode
@@ -431,27 +424,37 @@ __device__ __forceinline__ Tables tables(u32 zero) {
 }
 struct BWordS { u32 b0, nb0, b1, nb1; };  // bytes +2b and -2b of the word's quads 0 and 1
 struct BSigned { BWordS w[4]; };
+// x >> k as the high word of x * 2^(32-k): on the multiply-add pipe (IMAD.HI) instead of the
+// integer pipe's shift, which the prmt table lookups keep busy (Hopper issues integer-pipe
+// instructions at half rate); ptxas keeps the multiply when it comes from inline PTX.
+template <int K>
+__device__ __forceinline__ u32 shr_hi(u32 x) {
+  u32 d;
+  asm("mul.hi.u32 %0, %1, %2;" : "=r"(d) : "r"(x), "n"(1u << (32 - K)));
+  return d;
+}
 __device__ __forceinline__ BSigned prep_signed(const Q& q, const Tables& T) {
   BSigned r;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const u32 v = q.w[j], s0 = v & 0x7777u, s1 = (v >> 16) & 0x7777u;
+    const u32 v = q.w[j], s0 = v & 0x7777u, s1 = shr_hi<16>(v) & 0x7777u;
     const u32 p0 = prmt(T.tlo, T.thi, s0), n0 = prmt(T.nlo, T.nhi, s0);
     const u32 p1 = prmt(T.tlo, T.thi, s1), n1 = prmt(T.nlo, T.nhi, s1);
-    const u32 x = ((v >> 1) & 0x44444444u) | 0x32103210u;  // i + 4 sign(b_i)
+    const u32 x = (shr_hi<1>(v) & 0x44444444u) | 0x32103210u;  // i + 4 sign(b_i)
+    const u32 xh = shr_hi<16>(x);
     r.w[j].b0 = prmt(p0, n0, x);
     r.w[j].nb0 = prmt(p0, n0, x ^ 0x4444u);
-    r.w[j].b1 = prmt(p1, n1, x >> 16);
-    r.w[j].nb1 = prmt(p1, n1, (x >> 16) ^ 0x4444u);
+    r.w[j].b1 = prmt(p1, n1, xh);
+    r.w[j].nb1 = prmt(p1, n1, xh ^ 0x4444u);
   }
   return r;
 }
 __device__ __forceinline__ int dot8_signed(u32 v, const BWordS& b, const Tables& T, int acc) {
-  const u32 x = v ^ 0x88888888u;
+  const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = shr_hi<16>(x);
   acc = __dp4a((int)prmt(T.tlo, T.thi, v), (int)b.b0, acc);
   acc = __dp4a((int)prmt(T.tlo, T.thi, x), (int)b.nb0, acc);
-  acc = __dp4a((int)prmt(T.tlo, T.thi, v >> 16), (int)b.b1, acc);
-  return __dp4a((int)prmt(T.tlo, T.thi, x >> 16), (int)b.nb1, acc);
+  acc = __dp4a((int)prmt(T.tlo, T.thi, vh), (int)b.b1, acc);
+  return __dp4a((int)prmt(T.tlo, T.thi, xh), (int)b.nb1, acc);
 }
 __device__ __forceinline__ void dot_chunk(const Q& a, const BSigned& b, const Tables& T, float& g0, float& g1) {
   g0 = (float)dot8_signed(a.w[1], b.w[1], T, dot8_signed(a.w[0], b.w[0], T, 0));
@@ -460,25 +463,78 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BSigned& b, const Ta
 __device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, const Tables&, float& g0, float& g1) {
   dot_chunk(a, b, g0, g1);
 }
-__device__ __forceinline__ void dot_chunk(const Q& a, const BF16& b, const Tables&, float& g0, float& g1) {
-  dot_chunk(a, b, g0, g1);
+
+// ---- group scales. Each chunk's two groups g carry scales sa_g * sb_g; s_g = sa_g * sb_g * 2^-6
+// is exact in fp16 (e4m3 products have <= 8 significant bits, lie in [2^-18, 448^2] and are
+// multiples of 2^-18, so after 2^-6 they are multiples of 2^-24 below 3136: fp16's subnormal
+// step and range), so one mul.rn.f16x2 forms both groups' scales from the e4m3 pairs (b's pair
+// prepared as sb * 2^-6 once per chunk); the result is multiplied by 2^6 at the end. A group's
+// dot (an integer times 1/4, or an fp16 half sum: <= 12 significant bits) times s_g is exact in
+// fp32, so each group adds with one rounding, in a fixed order.
+__device__ __forceinline__ u32 e4m3x2_f16x2(u32 v) {
+  u32 d;
+  asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(d) : "r"(v));
+  return d;
+}
+__device__ __forceinline__ u32 hmul2(u32 x, u32 y) {
+  u32 d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+}
+__device__ __forceinline__ u32 prep_sb(u32 sbv) { return hmul2(e4m3x2_f16x2(sbv), 0x24002400u); }  // x 2^-6
+__device__ __forceinline__ float half_f32(u32 s, int h) {
+  float f;
+  if (h == 0) asm("{ .reg .b16 l, u; mov.b32 {l, u}, %1; cvt.f32.f16 %0, l; }" : "=f"(f) : "r"(s));
+  else asm("{ .reg .b16 l, u; mov.b32 {l, u}, %1; cvt.f32.f16 %0, u; }" : "=f"(f) : "r"(s));
+  return f;
+}
+// acc + (half HX of x) * (half HS of s), both fp16, one rounding: Blackwell's mixed-precision fma
+// (FHFMA, halves picked by operand selectors); elsewhere the exact conversions and an fp32 fma
+// (the same result bit for bit).
+template <int HX, int HS>
+__device__ __forceinline__ float fma_h(u32 x, u32 s, float acc) {
+  float d;
+#if HAS_E2M1_CVT
+  asm("{ .reg .b16 x0, x1, s0, s1; mov.b32 {x0, x1}, %1; mov.b32 {s0, s1}, %2;"
+      " fma.rn.f32.f16 %0, x%4, s%5, %3; }" : "=f"(d) : "r"(x), "r"(s), "f"(acc), "n"(HX), "n"(HS));
+#else
+  d = fmaf(half_f32(x, HX), half_f32(s, HS), acc);
+#endif
+  return d;
+}
+// One chunk of a row (a, its scale pair sa) into acc, b prepared (bc, sb from prep_sb).
+__device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const BF16& bc, u32 sb, const Tables&) {
+  const u32 s = hmul2(e4m3x2_f16x2(sa), sb);
+  const u32 h0 = dot_group_f16(a, bc, 0), h1 = dot_group_f16(a, bc, 1);
+  acc = fma_h<0, 0>(h0, s, acc);
+  acc = fma_h<1, 0>(h0, s, acc);
+  acc = fma_h<0, 1>(h1, s, acc);
+  return fma_h<1, 1>(h1, s, acc);
+}
+template <class B>
+__device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const B& bc, u32 sb, const Tables& T) {
+  const u32 s = hmul2(e4m3x2_f16x2(sa), sb);
+  float g0, g1;
+  dot_chunk(a, bc, T, g0, g1);
+  acc = fmaf(g0, half_f32(s, 0), acc);
+  return fmaf(g1, half_f32(s, 1), acc);
 }
 
 template <int DECODE> struct Decode;
 template <> struct Decode<0> {
   typedef BDp4a B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_dp4a(q); }
-  static constexpr float scale = 0.25f;
+  static constexpr float scale = 16.0f;  // 2^6 / 4
 };
 template <> struct Decode<1> {
   typedef BF16 B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_f16(q); }
-  static constexpr float scale = 1.0f;
+  static constexpr float scale = 64.0f;
 };
 template <> struct Decode<2> {
   typedef BSigned B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_signed(q, T); }
-  static constexpr float scale = 0.25f;
+  static constexpr float scale = 16.0f;  // 2^6 / 4
 };
 
 // Byte offset of the scale pair of groups 2ch, 2ch + 1 of row r. PLAIN: row-major [rows, K/16]
@@ -496,7 +552,7 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 }
 
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE>
+          bool PROBE, int BSH>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -506,18 +562,28 @@ __device__ __forceinline__ void gemv_body(
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
   static_assert(U % V == 0, "U must be a multiple of V");
+  static_assert(!BSH || STEP == 32, "BSH: a step spans 32 chunks, one per lane to prepare");
   typedef Decode<DECODE> D;
+  typedef typename D::B B;
+  constexpr int NW = sizeof(B) / 16;    // 16-byte words of a prepared b chunk
+  static_assert(sizeof(B) % 16 == 0, "prepared b chunk: whole 16-byte words");
+  // BSH: the warp prepares b once per step, lane L the step's chunk L, into shared memory as
+  // [word][chunk] (consecutive lanes, consecutive 16 bytes: no bank conflicts either way; the
+  // lanes of a step that share a chunk read one address).
+  __shared__ uint4 sh_b[BSH ? WARPS : 1][BSH ? NW : 1][32];
+  __shared__ u32 sh_s[BSH ? WARPS : 1][32];
   const Tables T = tables(zero);
-  const int lane = threadIdx.x & 31, t = lane % LPR;
-  const int row0 = blockIdx.x * BROWS + (threadIdx.x >> 5) * RS * RPT + lane / LPR;
+  const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5;
+  const int row0 = blockIdx.x * BROWS + warp * RS * RPT + lane / LPR;
   const i64 bi = blockIdx.y;
+  // per row: a pointer at the lane's first chunk and its scale pointer; each step moves both
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = row0 + RS * i;
-    ap[i] = a + bi * a_bs + r * a_rs;
-    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks);
+    ap[i] = a + bi * a_bs + r * a_rs + 16 * (i64)(t * V);
+    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks) + (PLAIN ? 2 * (i64)(t * V) : 0);
   }
   const unsigned char* bp = b + bi * b_bs;
   const unsigned char* sbp = sfb + bi * sfb_bs;
@@ -526,23 +592,20 @@ __device__ __forceinline__ void gemv_body(
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
   Q av[RPT][U];
   u32 sa[RPT][U];
-  // chunk of (u, lane t) in the step starting at c0: V adjacent chunks per lane, LPR lanes side by side
-  auto chunk = [&](int c0, int u) { return c0 + (u / V) * (LPR * V) + t * V + u % V; };
+  // offset (in chunks) of the lane's u-th chunk from its first of the step: V adjacent chunks
+  // per lane, LPR lanes side by side
+  auto off = [&](int u) { return (u / V) * (LPR * V) + u % V; };
 
-  // The step's loads of a and its scales. Addresses: one pointer per row and
-  // step, every load an immediate offset from it.
+  // The step's loads of a and its scales: every one an immediate offset from the row's pointer.
   auto load = [&](int c0) {
-    const int first = c0 + t * V;  // the lane's first chunk of the step
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
-      const unsigned char* arow = ap[i] + 16 * (i64)first;
-      const unsigned char* srow = sp[i] + (PLAIN ? 2 * (i64)first : 0);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int off = (u / V) * (LPR * V) + u % V, ch = first + off;
+        const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          av[i][u] = ld_a<LOAD>(arow + 16 * off);
-          const unsigned char* sq = PLAIN ? srow + 2 * off : sp[i] + scale_col<false>(ch);
+          av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
           if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
           else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sq);
           else sa[i][u] = sa[i][u - 1] >> 16;
@@ -551,37 +614,62 @@ __device__ __forceinline__ void gemv_body(
           sa[i][u] = 0u;
         }
       }
+      ap[i] += 16 * STEP;
+      if (PLAIN) sp[i] += 2 * STEP;
     }
   };
-  // b's chunks of the step, decoded once per lane for its RPT rows, and the dot products.
+  // b chunk ch (zeros past the end) prepared, with its scale pair
+  auto prep_b = [&](const unsigned char* bstep, int ch, B& bc, u32& sb) {
+    Q bq = Q{{0u, 0u, 0u, 0u}};
+    u32 sbv = 0u;
+    if (FULL || ch < chunks) {
+      bq = ld_b(bstep + 16 * (i64)ch);
+      sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
+    }
+    bc = D::prep(bq, T);
+    sb = prep_sb(sbv);
+  };
   auto compute = [&](int c0, const unsigned char* bstep) {
+    if (BSH && !PROBE) {
+      B mine;
+      u32 sbm;
+      prep_b(bstep, c0 + lane, mine, sbm);
+      __syncwarp();  // the last step's reads are done
+      const uint4* w = reinterpret_cast<const uint4*>(&mine);
+#pragma unroll
+      for (int k = 0; k < NW; ++k) sh_b[BSH ? warp : 0][k][lane] = w[k];
+      sh_s[BSH ? warp : 0][lane] = sbm;
+      __syncwarp();
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int ch = chunk(c0, u);
-      Q bq = Q{{0u, 0u, 0u, 0u}};
-      u32 sbv = 0u;
-      if (FULL || ch < chunks) {
-        bq = ld_b(bstep + 16 * (i64)ch);
-        sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
-      }
+      const int ch = c0 + t * V + off(u);
       if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
+        Q bq = Q{{0u, 0u, 0u, 0u}};
+        u32 sbv = 0u;
+        if (FULL || ch < chunks) {
+          bq = ld_b(bstep + 16 * (i64)ch);
+          sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
+        }
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
           acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
                              ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
-      } else {
-        const typename D::B bc = D::prep(bq, T);
-        float sb0, sb1;
-        e4m3x2(sbv, sb0, sb1);
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-          float g0, g1, sa0, sa1;
-          dot_chunk(av[i][u], bc, T, g0, g1);
-          e4m3x2(sa[i][u], sa0, sa1);
-          acc[i] = fmaf(g0, sa0 * sb0, acc[i]);
-          acc[i] = fmaf(g1, sa1 * sb1, acc[i]);
-        }
+        continue;
       }
+      B bc;
+      u32 sb;
+      if (BSH) {
+        const int j = t * V + off(u);  // the chunk's index within the step
+        uint4* w = reinterpret_cast<uint4*>(&bc);
+#pragma unroll
+        for (int k = 0; k < NW; ++k) w[k] = sh_b[BSH ? warp : 0][k][j];
+        sb = sh_s[BSH ? warp : 0][j];
+      } else {
+        prep_b(bstep, ch, bc, sb);
+      }
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
     }
   };
 
@@ -606,7 +694,7 @@ __device__ __forceinline__ void gemv_body(
   for (int i = 0; i < RPT; ++i) {
     float v = acc[i];
 #pragma unroll
-    for (int off = LPR / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (t == 0) {
       u16 h;
       asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
@@ -628,7 +716,7 @@ _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_b
 # before its arithmetic, MINB): how a lane reads a, the default of a config given with five
 # fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
 # commits holding the variants that lost: register double buffering, a bulk-copy ring).
-_CUDA_SHAPE = (2, 2, 1, 0)
+_CUDA_SHAPE = (2, 2, 1, 0, 0)
 
 
 class CudaBuildError(RuntimeError):
@@ -645,15 +733,16 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, PIPE, MINB) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
-    registers enough for MINB blocks per SM)."""
+    optionally followed by (V, LOAD, PIPE, MINB, BSH) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
+    registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
+    shared memory, which needs LPR * U == 32)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb = (tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):]) if len(cfg) > 5 else _CUDA_SHAPE
+    v, load, pipe, minb, bsh = (tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]) if len(cfg) > 5 else _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}>({_CUDA_ARGS});")
+            f"{decode}, {t[not probe]}, {bsh}>({_CUDA_ARGS});")
     bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
@@ -1147,10 +1236,12 @@ _CUDA_FAMILIES = (
 
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     lpr, rpt, u, warps, _, v = cfg[:6]
+    bsh = cfg[9] if len(cfg) > 9 else 0
     rows = warps * (32 // lpr) * rpt
     # every lane owns at least one 32-value chunk per step (LPR * U <= K / 32): a family with
-    # more lanes per row than the row has chunks is for longer rows
-    return rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
+    # more lanes per row than the row has chunks is for longer rows; BSH steps span 32 chunks
+    return (rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
+            and (not bsh or lpr * u == 32))
 
 
 def _cuda_decode(capability: tuple) -> int:

@@ -25,6 +25,15 @@ Usage (repository root):
   python3 benchmarks/bench_kernel.py --shapes tests        # the official test shapes instead
   python3 benchmarks/bench_kernel.py --sweep               # also time candidate configs
   python3 benchmarks/bench_kernel.py --md benchmarks/RESULTS.md --json out.json
+  python3 benchmarks/bench_kernel.py --sms auto            # SM pressure: whole GPU, then a B200's bytes per SM
+
+SM pressure (--sms): a B200 moves about twice an H100's bytes per second per SM, so a kernel
+that keeps up at full H100 width can be issue-bound on a B200. --sms N,... reruns the kernel
+table in a fresh process per N, each on a CUDA green context of N SMs (0 or "all": the whole
+GPU), with the read ceiling measured at the same N in the same process, and prints per N the
+ratio read / kernel. "auto" = the whole GPU, then the N at which this GPU's own read bandwidth
+(its best read ceiling at full width) per SM equals a B200's (B200_READ_BPS / B200_SMS).
+What it does not model: a B200's latencies, L2 (126 MB), clocks and its 256-bit loads.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,12 +57,37 @@ import triton  # noqa: E402
 import eval as ev  # noqa: E402  shape sets, backend picks
 import quant  # noqa: E402
 import reference  # noqa: E402
-import submission  # noqa: E402
+
+
+def _load_submission():
+    """submission.py beside this kit, or the file named by --submission (read off sys.argv before
+    anything else, so that the module every helper below imports is that one)."""
+    import importlib.util
+    path = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--submission=")), None)
+    if path is None and "--submission" in sys.argv[:-1]:
+        path = sys.argv[sys.argv.index("--submission") + 1]
+    if path:
+        spec = importlib.util.spec_from_file_location("submission", Path(path).resolve())
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        spec.loader.exec_module(module)
+    import submission
+    return submission
+
+
+submission = _load_submission()
 from benchmarks import timing  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
 N_SETS = 8
 DEFAULT_REPS = 40
+# A B200's read bandwidth and SM count, for the SM count at which this GPU carries a B200's bytes
+# per SM: device-to-device copies of "over 6,000 GB/s" measured on B200s with the CUDA samples
+# (https://www.newmind.ai/journal/18); 148 SMs (https://chipsandcheese.com/p/nvidias-b200-keeping-
+# the-cuda-juggernaut). The official speed of light assumes 7.66 TB/s (shapes.json), which would
+# ask for fewer SMs still (about 50 on an H100).
+B200_READ_BPS = 6.0e12
+B200_SMS = 148
 
 def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
@@ -179,6 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write the environment, rows and sweeps as JSON to PATH")
     ap.add_argument("--md", metavar="PATH", default="",
                     help="also write the table as markdown to PATH (the format of benchmarks/RESULTS.md)")
+    ap.add_argument("--submission", metavar="PATH", default="",
+                    help="time this submission file instead of the kit's submission.py (it must keep the kit's "
+                         "internal API: run_backend, _config_for, _candidates, ...)")
+    ap.add_argument("--sms", metavar="N[,N...]|auto", default="",
+                    help="SM pressure: rerun in a fresh process per N on a green context of N SMs (0 or 'all': "
+                         "the whole GPU), the read ceiling measured at the same N; 'auto': the whole GPU, then "
+                         "the N that gives each SM a B200's share of the bytes (see the top of this file)")
+    ap.add_argument("--no-server", action="store_true",
+                    help="skip the server-protocol timings and custom_kernel's harness rows (faster; --sms "
+                         "children always skip them)")
+    ap.add_argument("--sms-child", type=int, default=-1, help=argparse.SUPPRESS)  # internal: run on N SMs
     return ap
 
 
@@ -187,17 +234,61 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.reps < 1:
         ap.error("--reps must be >= 1")
+    if args.sms:
+        try:
+            args.sms_points = sms_points(args.sms)
+        except ValueError as exc:
+            ap.error(f"--sms {args.sms}: {exc}")
     return args
+
+
+def sms_points(spec: str) -> list:
+    """--sms: [0 (the whole GPU), ...] or ["auto"]; raises ValueError on anything else."""
+    if spec.strip() == "auto":
+        return ["auto"]
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        if part in ("all", "0"):
+            out.append(0)
+        elif part.isdigit() and int(part) >= 1:
+            out.append(int(part))
+        else:
+            raise ValueError(f"{part!r} is not an SM count (a positive integer, 0 or 'all'), nor 'auto'")
+    return out
+
+
+def b200_equivalent_sms(full_rows: list) -> int:
+    """The SM count at which this GPU's best full-width read bandwidth per SM equals a B200's,
+    rounded up to an even count (the green-context granularity seen on an H100)."""
+    bw = max(r["bytes"] / r["ceiling_us"] * 1e6 for r in full_rows if "ceiling_us" in r and "bytes" in r)
+    n = bw * B200_SMS / B200_READ_BPS
+    return int(-(-n // 2) * 2)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    green = None
+    if args.sms_child > 0:  # first, before anything touches the GPU
+        try:
+            green = timing.enter_green_context(args.sms_child)  # noqa: F841 - kept alive for the run
+        except RuntimeError as exc:
+            print(f"bench_kernel.py --sms: {exc}; skipped", file=sys.stderr)
+            return 3
+    if args.sms_child >= 0:
+        args.no_server = True
     if not torch.cuda.is_available():
         print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
               "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
-    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + (sys.argv[1:] if argv is None else list(argv)))
+    if args.sms and args.sms_child < 0:
+        return sms_main(args, argv)
+    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)
     info = env_info()
+    if args.sms_child >= 0:
+        info["context_sms"] = timing.context_sm_count()
+        info["launch_scaling_us"] = timing.launch_scaling(submission)
     print(json.dumps(info))
     cap = torch.cuda.get_device_capability(0)
     picks = ev.shape_set(args.shapes)
@@ -211,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         shape = f"{m}x{k}x{l}"
         nbytes = timing.gemv_bytes(m, k, l)
         ceil = timing.read_ceiling(nbytes, N_SETS, args.reps)
-        sceil = timing.read_ceiling_server(nbytes, SERVER_REPS)
+        sceil = {"us": float("nan")} if args.no_server else timing.read_ceiling_server(nbytes, SERVER_REPS)
         sets = [reference.generate_input(m, k, l, seed + i, device="cuda") for i in range(N_SETS)]
         cpu_sets = [with_cpu_scales(d) for d in sets]
         cases = check_cases(m, k, l, seed)
@@ -235,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "cuda" and args.grid:
                     grid = [tuple(c) for c in json.loads(Path(args.grid).read_text()).get(shape, grid)]
                 for c in grid:
-                    us, s_us, bad = timed(backend_fn(name, c), sets, cases, args.reps)
+                    us, s_us, bad = timed(backend_fn(name, c), sets, cases, args.reps, server=not args.no_server)
                     res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "server_us": s_us,
                                 "server_ratio": sceil["us"] / s_us, "bad": bad})
                     print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}; server "
@@ -246,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "cuda":
                     res.append(timed_probe(cfg, sets, args.reps, ceil["us"], shape))
             sweeps[f"{shape} {name}"] = res
-            us, s_us, bad = timed(backend_fn(name, cfg), sets, cases, args.reps)
+            us, s_us, bad = timed(backend_fn(name, cfg), sets, cases, args.reps, server=not args.no_server)
             us_perm, _, bad_perm = timed(backend_fn(name, cfg), cpu_sets, cpu_cases, args.reps, server=False)
             others = {}  # the configs measured best on other GPU models, timed here beside the pick
             for model, table in submission._MEASURED.items():
@@ -268,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"(permuted scales {us_perm:.2f}), ceiling {ceil['us']:.2f} us, ratio {row['ratio']:.3f}; "
                   f"server {s_us:.2f} us, ceiling {sceil['us']:.2f}, ratio {row['server_ratio']:.3f}"
                   + (f" WRONG {row['wrong']}" if "wrong" in row else ""), flush=True)
+        if args.no_server:
+            continue
         bad = check(submission.custom_kernel, cases)
         chosen = backend_that_ran(m, k, l)
         harness = timing.median(timing.harness_times(submission.custom_kernel, sets[0]))
@@ -336,6 +429,107 @@ def write_md(path: Path, info, rows, command):
         "200 calls, medians.", "",
     ] + table_lines(info, rows) + [""]
     path.write_text("\n".join(text))
+
+
+# --------------------------------------------------------------------------- SM pressure
+
+def _without(argv: list, names: tuple) -> list:
+    """argv without the options ``names`` and their values (``--x v`` and ``--x=v``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in names:
+            skip = True
+        elif not any(a.startswith(n + "=") for n in names):
+            out.append(a)
+    return out
+
+
+def _sms_child(n: int, base: list) -> dict | None:
+    """One point: this script on n SMs (0: the whole GPU) in a fresh process; its JSON, or None
+    where the child skipped (no green context here: it said why)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "point.json"
+        rc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *base, "--sms-child", str(n),
+                             "--json", str(out)]).returncode
+        if rc == 3:
+            return None
+        if not out.exists():
+            return {"sms": n, "error": f"the run on {n or 'all'} SMs exited {rc} without results", "rows": []}
+        data = json.loads(out.read_text())
+    data["sms"], data["rc"] = n, rc
+    return data
+
+
+def sms_main(args, argv: list) -> int:
+    base = _without(argv, ("--sms", "--json", "--md", "--sms-child"))
+    points = list(args.sms_points)
+    results = []
+    if points == ["auto"]:
+        full = _sms_child(0, base)
+        if full is None or not full.get("rows"):
+            print("bench_kernel.py --sms auto: no full-width run, so no B200-equivalent point", file=sys.stderr)
+            return 1
+        results.append(full)
+        n = b200_equivalent_sms(full["rows"])
+        sms = full["info"]["sms"]
+        print(f"B200-equivalent point: {n} of {sms} SMs (best full-width read "
+              f"{max(r['bytes'] / r['ceiling_us'] for r in full['rows'] if 'ceiling_us' in r) / 1e6:.2f} TB/s "
+              f"x {B200_SMS} / {B200_READ_BPS / 1e12:.1f} TB/s)", flush=True)
+        points = [n] if n < sms else []
+    for n in points:
+        point = _sms_child(n, base)
+        if point is None:
+            return 0  # the child said in one line why there is no green context here
+        results.append(point)
+    lines = sms_table(results)
+    print("\n" + "\n".join(lines))
+    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"command": command, "points": results}, indent=1, default=str))
+        print(f"wrote JSON: {args.json}", file=sys.stderr)
+    if args.md:
+        info = next((r["info"] for r in results if "info" in r), {})
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.md).write_text("\n".join([
+            "# SM-pressure benchmark", "",
+            f"Device: {info.get('device', '?')}, {info.get('sms', '?')} SMs. Date: {info.get('date', '?')}. "
+            f"torch {info.get('torch', '?')}, triton {info.get('triton', '?')}.", "",
+            f"Command (on a CUDA machine, from the repository root): `{command}`", "",
+            SMS_NOTE, ""] + lines + [""]))
+        print(f"wrote markdown: {args.md}", file=sys.stderr)
+    return 0 if all(not r.get("error") and r.get("rc", 0) == 0 for r in results) else 1
+
+
+SMS_NOTE = ("Each row: one process on a CUDA green context of that many SMs (driver: the count the driver "
+            "reports for the context). Per shape: the read ceiling's device time at that SM count, then "
+            "read / kernel for each backend's picked config (L2 cold, 8 rotating sets, median). Spin: one "
+            "compute-bound kernel launched through Triton and through the cuda backend's driver path; its "
+            "time must scale as 1 / SMs, which shows both paths run inside the green context.")
+
+
+def sms_table(results: list) -> list:
+    shapes = list(dict.fromkeys(r["shape"] for p in results for r in p.get("rows", []) if "kernel_us" in r))
+    backends = list(dict.fromkeys(r["backend"] for p in results for r in p.get("rows", []) if "kernel_us" in r))
+    head = "| SMs (driver) | spin µs: triton, cuda | " + " | ".join(
+        f"{s}: read µs, " + ", ".join(backends) for s in shapes) + " |"
+    out = [head, "|" + "---|" * (2 + len(shapes))]
+    for p in results:
+        info = p.get("info", {})
+        label = f"{p['sms'] or info.get('sms', 'all')} ({info.get('context_sms', '?')})"
+        spin = info.get("launch_scaling_us", {})
+        cells = [label, f"{spin.get('triton', float('nan')):.1f}, {spin.get('cuda', float('nan')):.1f}"]
+        for shape in shapes:
+            rows = {r["backend"]: r for r in p.get("rows", []) if r.get("shape") == shape and "kernel_us" in r}
+            ceil = next((r["ceiling_us"] for r in rows.values()), float("nan"))
+            cells.append(f"{ceil:.2f}, " + ", ".join(
+                f"{rows[b]['ratio']:.3f}" if b in rows and "wrong" not in rows[b] else "-" for b in backends))
+        if p.get("error"):
+            cells.append(p["error"])
+        out.append("| " + " | ".join(cells) + " |")
+    return out
 
 
 if __name__ == "__main__":

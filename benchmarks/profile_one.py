@@ -8,7 +8,8 @@ profiler (needs a CUDA GPU), e.g. on a machine where Nsight Compute reads counte
 ``--backend read`` runs the read ceiling's kernel instead (benchmarks/timing.py: a plain
 streaming read of the shape's bytes, launch shape 1024 x 1 iteration x 4 warps, the one
 that won every ceiling on the H100 and H200), to profile beside the kernel
-(``--kernel-name regex:_read_kernel``).
+(``--kernel-name regex:_read_kernel``). ``--sms N`` runs on a green context of N SMs (the
+SM-pressure point of benchmarks/bench_kernel.py --sms).
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ def main() -> int:
     ap.add_argument("--backend", default="cuda", help="cuda, triton, or read (the read ceiling's kernel)")
     ap.add_argument("--config", default="", help="comma-separated config (default: the backend's pick)")
     ap.add_argument("--calls", type=int, default=6, help="calls to make")
+    ap.add_argument("--sms", type=int, default=0, help="run on a green context of this many SMs (0: all)")
     args = ap.parse_args()
+    if args.sms:
+        try:
+            green = timing.enter_green_context(args.sms)  # noqa: F841 - kept alive for the run
+        except RuntimeError as exc:
+            print(f"profile_one.py --sms: {exc}", file=sys.stderr)
+            return 2
     if not torch.cuda.is_available():
         print("profile_one.py needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -220,3 +220,98 @@ def host_cost_beside_bare(fn: Callable, arg, calls: int = 200, rounds: int = 7) 
         own.append(host_cost(fn, arg, calls))
         bare.append(bare_launch_host_cost(calls))
     return median(own), median(bare)
+
+
+# --------------------------------------------------------------------------- SM pressure
+# A green context restricts a process to N of the GPU's SMs (torch.cuda.green_contexts, CUDA 12.8+).
+# Set before anything else touches the GPU, it becomes the current CUDA context and its default
+# queue torch's current one: torch's kernels, Triton's launches and the cuda backend's driver
+# launches (the current context's default queue) then all run on those N SMs. Two checks, both
+# recorded: the SM count the driver reports for the current context (cuCtxGetDevResource), and
+# the time of a compute-bound kernel launched through each path, which must scale as 1 / N.
+
+def context_sm_count() -> int:
+    """SMs of the current CUDA context as the driver reports them (a green context's share, or
+    the whole GPU); 0 where the driver cannot say. Call after the GPU is in use."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        ctx = ctypes.c_void_p()
+        if lib.cuCtxGetCurrent(ctypes.byref(ctx)) or not ctx.value:
+            return 0
+        # CUdevResource: a 4-byte type, 92 bytes of padding, then the SM resource, whose first
+        # field is smCount (cuda.h of CUDA 12.4+); the buffer is larger than the struct.
+        buf = (ctypes.c_ubyte * 512)()
+        if lib.cuCtxGetDevResource(ctx, buf, 1):  # 1 = CU_DEV_RESOURCE_TYPE_SM
+            return 0
+        return int.from_bytes(bytes(buf[96:100]), "little")
+    except (OSError, AttributeError):
+        return 0
+
+
+def enter_green_context(num_sms: int):
+    """Make a green context of ``num_sms`` SMs current in this (fresh) process. Returns it (keep
+    a reference), or raises RuntimeError saying why there is none (torch without green contexts,
+    a driver or GPU that refuses one)."""
+    try:
+        from torch.cuda import green_contexts
+    except ImportError as exc:
+        raise RuntimeError(f"this torch ({torch.__version__}) has no torch.cuda.green_contexts") from exc
+    if not getattr(green_contexts, "SUPPORTED", True):
+        raise RuntimeError(f"this torch ({torch.__version__}) was built without green context support")
+    try:
+        ctx = green_contexts.GreenContext.create(num_sms, 0)
+        enter = getattr(ctx, "set_context", None) or ctx.make_current
+        enter()
+    except Exception as exc:  # noqa: BLE001 - the driver's or torch's refusal, said in one line
+        raise RuntimeError(f"no green context of {num_sms} SMs here: {type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    return ctx
+
+
+@triton.jit
+def _spin_kernel(out, ITERS: tl.constexpr):
+    """Compute-bound: a dependent fp32 chain per thread, one store (keeps it alive)."""
+    x = tl.program_id(0).to(tl.float32) + tl.arange(0, 1024).to(tl.float32)
+    for _ in range(ITERS):
+        x = x * 0.999 + 0.5
+    tl.store(out + tl.program_id(0) * 1024 + tl.arange(0, 1024), x)
+
+
+_SPIN_CUDA_SRC = r"""
+extern "C" __global__ void spin(float* out, int iters) {
+  float x = threadIdx.x + blockIdx.x;
+  for (int i = 0; i < iters; ++i) x = fmaf(x, 0.999f, 0.5f);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = x;
+}
+"""
+SPIN_ITERS = 4096
+
+
+def launch_scaling(submission, blocks_per_sm: int = 8) -> dict:
+    """{"triton": µs, "cuda": µs}: device time of the same compute-bound kernel (1024-thread
+    blocks, blocks_per_sm x the device's SM count of them, so at most two per SM at a time: time
+    proportional to 1 / SMs) launched through Triton and through the cuda backend's path (NVRTC
+    cubin, cuLaunchKernel on the current context's default queue). Median of 5."""
+    import ctypes
+    dev = torch.device("cuda")
+    grid = blocks_per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
+    out = torch.empty(grid * 1024, dtype=torch.float32, device=dev)
+    res = {"triton": median(device_times(lambda _: _spin_kernel[(grid,)](out, ITERS=SPIN_ITERS, num_warps=32),
+                                          [None], 5, warmup=1))}
+    try:
+        arch = submission.cuda_arch(torch.cuda.get_device_capability(dev))
+        fn = submission._driver().function(submission.cuda_compile(_SPIN_CUDA_SRC, arch), "spin", dev)
+        ptr, iters = ctypes.c_void_p(out.data_ptr()), ctypes.c_int(SPIN_ITERS)
+        params = (ctypes.c_void_p * 2)(ctypes.addressof(ptr), ctypes.addressof(iters))
+        u = ctypes.c_uint
+        launch = submission._driver().launch
+
+        def run(_):
+            if launch(fn, u(grid), u(1), u(1), u(1024), u(1), u(1), u(0), None, params, None):
+                raise RuntimeError("spin launch failed")
+
+        res["cuda"] = median(device_times(run, [None], 5, warmup=1))
+    except Exception as exc:  # noqa: BLE001 - no NVRTC here: the triton path alone
+        res["cuda_error"] = f"{type(exc).__name__}: {exc}"
+    return res

@@ -397,3 +397,57 @@ def test_gpu_auto_picks_a_kernel_backend_and_is_right():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=os.path.dirname(submission.__file__), check=True).stdout
     assert out.split()[0] in ("cuda", "triton"), out
+
+
+# BSH tiles (b prepared once per warp and step through shared memory): lanes per row x chunks
+# per lane = 32; with V 1 and 2, PIPE 0 and 1, one to four warps, every decode.
+_BSH_TILES = [(8, 1, 4, 2, 1, 2, 0, 16, 1), (4, 1, 8, 2, 1, 2, 0, 12, 1), (8, 2, 4, 2, 1, 2, 0, 8, 1),
+              (16, 2, 2, 2, 2, 2, 0, 8, 1), (32, 2, 1, 1, 1, 2, 0, 1, 1), (8, 2, 4, 4, 2, 2, 1, 4, 1)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("decode", (0, 1, 2), ids=("dp4a", "f16x2", "dp4a-sr"))
+@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1)])
+def test_gpu_bsh_tiles(m, k, l, decode):
+    """Every BSH tile that fits, on full-range data (1088 = 34 chunks: a partial last step)."""
+    data = _gen(m, k, l, 7, "full-range")
+    expected = _expected(data)
+    for tile in _BSH_TILES:
+        cfg = tile[:4] + (decode,) + tile[4:]
+        if not submission._cuda_fits(cfg, m, k) and k // 32 >= 32:
+            continue
+        out = _run(data, cfg)
+        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+        assert not reasons, f"{cfg}: " + "\n".join(reasons)
+        again = _run(data, cfg).clone()
+        assert torch.equal(_run(data, cfg).view(torch.int16), again.view(torch.int16)), f"{cfg}: repeats differ"
+
+
+def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
+    """Inputs whose every a byte, b byte and scale is the one given (plain and permuted alike)."""
+    data = _gen(m, k, l, 1)
+    data[0].view(torch.uint8).fill_(a_byte)
+    data[1].view(torch.uint8).fill_(b_byte)
+    for i, code in ((2, sa_code), (3, sb_code), (4, sa_code), (5, sb_code)):
+        data[i].view(torch.uint8).fill_(code)
+    return data
+
+
+@requires_cuda
+@pytest.mark.parametrize("a_byte, b_byte, sa_code, sb_code", [
+    (0x77, 0x77, 0x01, 0x01),  # |6 x 6| everywhere, both scales 2^-9: the smallest scale product, 2^-24 after 2^-6
+    (0x77, 0xFF, 0x7E, 0x01),  # 6 x -6, 448 x 2^-9
+    (0x77, 0x77, 0x7E, 0x7E),  # the largest products and scales: 448^2 * 2^-6 = 3136 in fp16; c overflows to inf
+    (0xF7, 0x77, 0x7E, 0x7E),  # (6, -6) . (6, 6): every pair cancels, 0
+], ids=("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling"))
+@pytest.mark.parametrize("decode", (1, 2), ids=("f16x2", "dp4a-sr"))
+def test_gpu_worst_case_group_sums_and_scales_are_exact(a_byte, b_byte, sa_code, sb_code, decode):
+    """The f16x2 half sums (8 products of 36 = 288) and the fp16 scale products sa * sb * 2^-6 at
+    their extremes: every tile's answer is the exact one (inf where the exact one overflows fp16)."""
+    for m, k, l in ((128, 1024, 1), (256, 16384, 2)):
+        data = _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code)
+        expected = _expected(data)
+        for cfg in [(32, 2, 1, 1, decode, 1, 2, 0, 1), (8, 1, 4, 2, decode, 1, 2, 0, 16, 1)]:
+            out = _run(data, cfg)
+            assert torch.equal(out.view(torch.int16), expected.view(torch.int16)), (cfg, out[:2, 0, 0],
+                                                                                    expected[:2, 0, 0])
