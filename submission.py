@@ -520,6 +520,45 @@ __device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const
   return fmaf(g1, half_f32(s, 1), acc);
 }
 
+// ---- decode 3, "dp4a-sr2": dp4a-sr with b prepared as +2b only (half the words to prepare,
+// keep and read back): a's non-negative and negative values are summed into two counters
+// against the same +2b bytes, and the group is their difference (one IMAD: the integer pipe is
+// the busier one).
+struct BWordP { u32 b0, b1; };  // bytes +2b of the word's quads 0 and 1
+struct BPlus { BWordP w[4]; };
+__device__ __forceinline__ BPlus prep_plus(const Q& q, const Tables& T) {
+  BPlus r;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u32 v = q.w[j], s0 = v & 0x7777u, s1 = shr_hi<16>(v) & 0x7777u;
+    const u32 x = (shr_hi<1>(v) & 0x44444444u) | 0x32103210u;  // i + 4 sign(b_i)
+    r.w[j].b0 = prmt(prmt(T.tlo, T.thi, s0), prmt(T.nlo, T.nhi, s0), x);
+    r.w[j].b1 = prmt(prmt(T.tlo, T.thi, s1), prmt(T.nlo, T.nhi, s1), shr_hi<16>(x));
+  }
+  return r;
+}
+__device__ __forceinline__ void dot8_plus(u32 v, const BWordP& b, const Tables& T, int& pos, int& neg) {
+  const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = shr_hi<16>(x);
+  pos = __dp4a((int)prmt(T.tlo, T.thi, v), (int)b.b0, pos);
+  neg = __dp4a((int)prmt(T.tlo, T.thi, x), (int)b.b0, neg);
+  pos = __dp4a((int)prmt(T.tlo, T.thi, vh), (int)b.b1, pos);
+  neg = __dp4a((int)prmt(T.tlo, T.thi, xh), (int)b.b1, neg);
+}
+__device__ __forceinline__ int sub_imad(int p, int n) {
+  int d;
+  asm("mad.lo.s32 %0, %1, -1, %2;" : "=r"(d) : "r"(n), "r"(p));
+  return d;
+}
+__device__ __forceinline__ void dot_chunk(const Q& a, const BPlus& b, const Tables& T, float& g0, float& g1) {
+  int p0 = 0, n0 = 0, p1 = 0, n1 = 0;
+  dot8_plus(a.w[0], b.w[0], T, p0, n0);
+  dot8_plus(a.w[1], b.w[1], T, p0, n0);
+  dot8_plus(a.w[2], b.w[2], T, p1, n1);
+  dot8_plus(a.w[3], b.w[3], T, p1, n1);
+  g0 = (float)sub_imad(p0, n0);
+  g1 = (float)sub_imad(p1, n1);
+}
+
 template <int DECODE> struct Decode;
 template <> struct Decode<0> {
   typedef BDp4a B;
@@ -530,6 +569,11 @@ template <> struct Decode<1> {
   typedef BF16 B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_f16(q); }
   static constexpr float scale = 64.0f;
+};
+template <> struct Decode<3> {
+  typedef BPlus B;
+  static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_plus(q, T); }
+  static constexpr float scale = 16.0f;  // 2^6 / 4
 };
 template <> struct Decode<2> {
   typedef BSigned B;
@@ -1217,14 +1261,20 @@ def _triton_fast(data, m: int, k: int, l: int):
 
 # --------------------------------------------------------------------------- cuda backend
 
-# Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB) without the
+# Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB[, BSH]) without the
 # decode: the winners of the H100 and H200 sweeps (benchmarks/NOTES.md, "cuda backend"), first
-# the default for shapes no table names: two rows per one-warp block, within 2% of the H100's
-# best on every benchmark shape (and its best on two). MINB >= 1 (any value up to the
-# register cap's edge; 1-8 were within 0.5% on the tiles tried) lets ptxas hoist half of a
-# step's loads above the arithmetic without PIPE 1's wait for all of them: with it these tiles
-# gained 3-8% on the H200 (sweeps of 2026-11-25).
+# the default for shapes no table names. The first three are BSH tiles (b prepared once per warp
+# and step, read back from shared memory), chosen under SM pressure: on an H100 restricted to 64
+# SMs (each SM then moves a B200's share of the bytes; bench_kernel.py --sms) they reached
+# 0.70-0.79 of the read against 0.56-0.62 for the tiles below (sweep of 2026-11-25,
+# benchmarks/RESULTS.md, "SM pressure"); on the whole H100 the tiles below stay 1-5% ahead on
+# the two large shapes, so the H100 table keeps them there. MINB >= 1 (launch bounds) lets
+# ptxas hoist loads above the arithmetic; on the BSH tiles it also caps registers (MINB 20 on
+# one warp: 91 registers, 22 warps per SM; MINB 16: 120 and 16) and 20 won at 64 SMs.
 _CUDA_FAMILIES = (
+    (8, 2, 4, 1, 1, 2, 0, 20, 1),  # 64 SMs: 0.705 / 0.774 / 0.793 (7168x16384x1 / 4096x7168x8 / 7168x2048x4)
+    (8, 1, 4, 2, 1, 2, 0, 16, 1),  # 64 SMs: 0.733 / 0.755 / 0.753; whole H100: 7168x2048x4's entry
+    (4, 2, 8, 1, 1, 2, 0, 16, 1),  # the fewest instructions on sm_100a (59.4 per 16 bytes of a and lane)
     (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.22
     (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
     (32, 4, 1, 1, 1, 2, 0, 1),   # 7168x2048x4: server 15.15 us on the H200 (clean 14.64), 18.03 H100 (16.80)
@@ -1244,11 +1294,17 @@ def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
             and (not bsh or lpr * u == 32))
 
 
-def _cuda_decode(capability: tuple) -> int:
-    """The default decode: dp4a-sr (2: it beat dp4a by 1-8% on every tile of the H100 and H200
-    sweeps with MINB >= 1), or f16x2 (1) where the GPU converts e2m1 itself (compute capability
-    10.x; unmeasured: the tuner times both there)."""
-    return 1 if capability[0] >= 10 else 2
+def _cuda_decode(capability: tuple, bsh: int = 0) -> int:
+    """The default decode: f16x2 (1) where the GPU converts e2m1 itself (compute capability 10.x;
+    unmeasured: the tuner times the integer decodes there too); elsewhere dp4a-sr2 (3) on BSH
+    tiles (it beat dp4a-sr by 0-4% on every BSH tile at 64 SMs, 2026-11-25) and dp4a-sr (2) on
+    the others (it beat dp4a by 1-8% on every tile of the H100 and H200 sweeps with MINB >= 1)."""
+    return 1 if capability[0] >= 10 else (3 if bsh else 2)
+
+
+def _with_decode(fam: tuple, capability: tuple) -> tuple:
+    """A family (no decode field) as a config with the default decode for this GPU."""
+    return fam[:4] + (_cuda_decode(capability, fam[8] if len(fam) > 8 else 0),) + fam[4:]
 
 
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
@@ -1258,7 +1314,7 @@ def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> tuple:
     dec = _cuda_decode(capability)
     chunks = k // 32
     for fam in _CUDA_FAMILIES:
-        cfg = fam[:4] + (dec,) + fam[4:]
+        cfg = _with_decode(fam, capability)
         if _cuda_fits(cfg, m, k):
             return cfg
     lpr = 32
@@ -1337,17 +1393,19 @@ def cuda_compile_variants() -> list:
 _MEASURED = {
     "NVIDIA H100 80GB HBM3": {
         # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
-        # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66.
+        # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66. With the
+        # kernel of the BSH sweep (2026-11-25): 31.33 / 29.30; the best BSH tile 32.11 / 29.54.
         ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
         # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (fourth session;
         # ceilings 50.4-50.9 / 46.0-46.3; MINB 16, 24, 28, 32 within 1%): two rows per
         # one-warp block, all 32 lanes along K. The former entry (32, 8, 1, 1, 2, 1, 2, 0, 1)
-        # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93.
+        # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93. With
+        # the kernel of the BSH sweep: 54.45 / 49.58; the best BSH tile 55.90 / 49.79.
         ("cuda", 4096, 7168, 8): (32, 2, 1, 1, 2, 1, 2, 0, 1),
-        # server 17.89-18.22 us, clean 16.48-16.70 (ceilings 16.6-16.7 / 15.1-15.3) in four
-        # sweeps of that session (MINB 1, 16-32); the former entry (16, 2, 2, 1, 2, 2, 2, 0, 24)
-        # 17.95-18.14 / 16.56-16.74 in the same runs; triton 18.00-18.14 / 16.80-16.83.
-        ("cuda", 7168, 2048, 4): (32, 2, 1, 1, 2, 1, 2, 0, 1),
+        # A BSH tile: server 17.65 us, clean 16.03 (ceilings 16.69 / 15.09) in the sweep of
+        # 2026-11-25 that chose the BSH families; the tile before, (32, 2, 1, 1, 2, 1, 2, 0, 1),
+        # 18.06 / 16.70 in the same run (17.89-18.22 / 16.48-16.70 in four earlier sweeps).
+        ("cuda", 7168, 2048, 4): (8, 1, 4, 2, 3, 1, 2, 0, 16, 1),
         # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
         ("triton", 7168, 16384, 1): (8, 128, 2, 1),
         # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
@@ -1355,7 +1413,10 @@ _MEASURED = {
         # 16.4-16.9 us (ceiling 15.1-15.3): next (16, 32, 1) 16.7-17.2, (8, 64, 2) 17.0-17.9.
         ("triton", 7168, 2048, 4): (16, 64, 2, 1),
     },
-    "NVIDIA H200": {  # sweeps of 2026-11-25 (read ceilings 18.9-19.1 / 33.2-33.3 / 11.9-12.0 us)
+    # H200: sweeps of 2026-11-25 with the kernel of commit f60a1c9 (read ceilings 18.9-19.1 /
+    # 33.2-33.3 / 11.9-12.0 us). The non-BSH tiles changed since (the scale product in fp16, the
+    # shifts as IMAD.HI) and were not re-timed on an H200; the BSH tiles never ran on one.
+    "NVIDIA H200": {
         # server 24.35-24.56 us (server ceiling 21.09-21.14), clean 23.10-23.26 (ceiling 18.83-19.01);
         # next (32, 2, 8, 4, ..., 1) 25.07 / 24.46, (32, 4, 4, 4, ..., 1) 25.39 / 23.47 (the
         # clean sweep's best, 23.39 there); triton's best 27.95 / 27.14; the entry before this
@@ -1396,15 +1457,15 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
         return list(dict.fromkeys(cands + [c for c in extra if m % c[0] == 0]))
     if name == "cuda":
         cap = capability if isinstance(capability, tuple) else (9, 0)
-        dec = _cuda_decode(cap)
         cands = [_cuda_default(m, k, l, cap)]
+        cands += [_with_decode(f, cap) for f in _CUDA_FAMILIES[:3]]  # the BSH tiles: SM pressure
         for table in _MEASURED.values():  # what won on any GPU model for this shape
             if ("cuda", m, k, l) in table:
-                cands.append(table[("cuda", m, k, l)][:4] + (dec,) + table[("cuda", m, k, l)][5:])
-        cands += [f[:4] + (dec,) + f[4:] for f in _CUDA_FAMILIES]
+                cands.append(_with_decode(table[("cuda", m, k, l)][:4] + table[("cuda", m, k, l)][5:], cap))
+        cands += [_with_decode(f, cap) for f in _CUDA_FAMILIES]
         cands = [c for c in dict.fromkeys(cands) if _cuda_fits(c, m, k)][:6]
-        if cap[0] >= 10:  # the dp4a-sr decode too, on the top three (which decode wins there is unmeasured)
-            cands += [c[:4] + (2,) + c[5:] for c in cands[:3]]
+        if cap[0] >= 10:  # an integer decode too, on the top three (which decode wins there is unmeasured)
+            cands += [c[:4] + (3 if len(c) > 9 and c[9] else 2,) + c[5:] for c in cands[:3]]
         return cands
     return [None]
 

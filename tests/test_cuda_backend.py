@@ -143,8 +143,8 @@ def test_pinned_config_and_candidates(monkeypatch):
             for cfg in cands:
                 lpr, rpt, u, warps, dec, v = cfg[:6]
                 rows = submission._cuda_rows(cfg)
-                assert m % rows == 0 and rows <= 128 and lpr <= max(2, k // 32) and dec in (0, 1, 2), cfg
-                assert u % v == 0 and len(cfg) == 9, cfg
+                assert m % rows == 0 and rows <= 128 and lpr <= max(2, k // 32) and dec in (0, 1, 2, 3), cfg
+                assert u % v == 0 and len(cfg) in (9, 10) and submission._cuda_fits(cfg, m, k), cfg
 
 
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
@@ -401,12 +401,13 @@ def test_gpu_auto_picks_a_kernel_backend_and_is_right():
 
 # BSH tiles (b prepared once per warp and step through shared memory): lanes per row x chunks
 # per lane = 32; with V 1 and 2, PIPE 0 and 1, one to four warps, every decode.
-_BSH_TILES = [(8, 1, 4, 2, 1, 2, 0, 16, 1), (4, 1, 8, 2, 1, 2, 0, 12, 1), (8, 2, 4, 2, 1, 2, 0, 8, 1),
-              (16, 2, 2, 2, 2, 2, 0, 8, 1), (32, 2, 1, 1, 1, 2, 0, 1, 1), (8, 2, 4, 4, 2, 2, 1, 4, 1)]
+_BSH_TILES = [(8, 2, 4, 2, 1, 2, 0, 10, 1), (8, 1, 4, 2, 1, 2, 0, 16, 1), (4, 1, 8, 2, 1, 2, 0, 12, 1),
+              (8, 2, 4, 2, 1, 2, 0, 8, 1), (16, 2, 2, 2, 2, 2, 0, 8, 1), (32, 2, 1, 1, 1, 2, 0, 1, 1),
+              (8, 2, 4, 4, 2, 2, 1, 4, 1)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("decode", (0, 1, 2), ids=("dp4a", "f16x2", "dp4a-sr"))
+@pytest.mark.parametrize("decode", (0, 1, 2, 3), ids=("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2"))
 @pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1)])
 def test_gpu_bsh_tiles(m, k, l, decode):
     """Every BSH tile that fits, on full-range data (1088 = 34 chunks: a partial last step)."""
@@ -440,7 +441,7 @@ def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     (0x77, 0x77, 0x7E, 0x7E),  # the largest products and scales: 448^2 * 2^-6 = 3136 in fp16; c overflows to inf
     (0xF7, 0x77, 0x7E, 0x7E),  # (6, -6) . (6, 6): every pair cancels, 0
 ], ids=("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling"))
-@pytest.mark.parametrize("decode", (1, 2), ids=("f16x2", "dp4a-sr"))
+@pytest.mark.parametrize("decode", (1, 2, 3), ids=("f16x2", "dp4a-sr", "dp4a-sr2"))
 def test_gpu_worst_case_group_sums_and_scales_are_exact(a_byte, b_byte, sa_code, sb_code, decode):
     """The f16x2 half sums (8 products of 36 = 288) and the fp16 scale products sa * sb * 2^-6 at
     their extremes: every tile's answer is the exact one (inf where the exact one overflows fp16)."""
