@@ -1,0 +1,157 @@
+"""Instruction accounting of the cuda backend's K loop, on the CPU (no GPU needed).
+
+Each config is compiled by NVRTC for sm_90a and sm_100a, disassembled with the cuobjdump of
+Triton's wheel, and its K loop taken as the largest backward-branch body of the SASS. Reported
+per 16 bytes of a and lane (the loop body over RPT * U chunks, since each lane reads RPT * U
+16-byte chunks of a per step), with the opcode mix and the registers, beside a paper minimum:
+
+* sm_100a (f16x2 decode, Blackwell's e2m1 conversion): per 16 bytes = 32 values, 16
+  conversions (one per byte: two values), 16 packed multiply-adds (HMUL2/HFMA2), the load of a
+  and of its scale pair, one e4m3 pair conversion and one HMUL2 for the two group scales, and
+  four mixed-precision fmas (FHFMA) adding the two half sums of each group: 40. The byte
+  extraction the conversion needs (it reads one byte: 12 shifts per 16 bytes) is not counted.
+* sm_90a (dp4a-sr2 decode): per 8 values 4 table lookups (PRMT), 4 dp4a (IDP), one XOR and
+  two shifts (IMAD.HI); per group the difference of its two counters, per chunk the scale work
+  (pair conversion, HMUL2, per group a conversion to f32, an int-to-float and an FFMA) and two
+  loads: 44 + 2 + 8 + 2 = 56.
+
+What is left out: b's preparation and its shared-memory traffic (amortised over RPT * U
+chunks), addressing, the loop's own bookkeeping; those are what the count above the minimum
+shows.
+
+Usage (repository root): python3 benchmarks/sass_count.py [--config 8,2,4,1,1,1,2,0,20,1 --arch sm_100a]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import submission  # noqa: E402
+
+PAPER_MINIMUM = {"sm_100a": 40, "sm_90a": 56}
+_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_TARGET = re.compile(r"0x([0-9a-f]+)")
+
+
+def cuobjdump() -> str:
+    """The cuobjdump of Triton's wheel (or on PATH); '' where there is none."""
+    import shutil
+    try:
+        import triton
+        path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    return shutil.which("cuobjdump") or ""
+
+
+def disassemble(cfg: tuple, arch: str) -> tuple[str, str]:
+    """(SASS text, resource usage text) of ``cfg`` (full steps, plain scales) for ``arch``."""
+    name, source = submission.cuda_kernel(tuple(cfg), True, True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.cubin"
+        path.write_bytes(submission.cuda_compile(source, arch))
+        dump = cuobjdump()
+        sass = subprocess.run([dump, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([dump, "-res-usage", str(path)], capture_output=True, text=True, check=True).stdout
+    return sass, usage
+
+
+def k_loop(sass: str) -> list[str]:
+    """The instructions of the largest backward-branch body (address order), predicates dropped."""
+    insns = [(int(m.group(1), 16), m.group(2)) for m in _INSN.finditer(sass)]
+    best: list[str] = []
+    for addr, text in insns:
+        if "BRA" not in text:
+            continue
+        target = _TARGET.search(text.split("BRA", 1)[1])
+        if target and int(target.group(1), 16) < addr:
+            body = [t for a, t in insns if int(target.group(1), 16) <= a <= addr]
+            if len(body) > len(best):
+                best = body
+    return [re.sub(r"^@!?U?P[T0-9]+\s+", "", t) for t in best]
+
+
+def opcode(text: str) -> str:
+    return text.split()[0].split(".")[0]
+
+
+def count(cfg: tuple, arch: str) -> dict:
+    """{"per_chunk": K-loop instructions per 16 bytes of a and lane, "loop": loop length,
+    "ops": {opcode: per 16 bytes}, "registers", "minimum", "over_minimum"}."""
+    sass, usage = disassemble(cfg, arch)
+    body = k_loop(sass)
+    chunks = cfg[1] * cfg[2]  # RPT * U chunks per lane and step
+    ops = collections.Counter(opcode(t) for t in body)
+    regs = re.search(r"REG:(\d+)", usage)
+    per_chunk = len(body) / chunks
+    return {"config": tuple(cfg), "arch": arch, "loop": len(body), "per_chunk": per_chunk,
+            "ops": {k: round(v / chunks, 2) for k, v in ops.most_common()},
+            "registers": int(regs.group(1)) if regs else None, "minimum": PAPER_MINIMUM[arch],
+            "over_minimum": per_chunk / PAPER_MINIMUM[arch]}
+
+
+def default_configs() -> list[tuple]:
+    """(shape, arch, config, role): per benchmark shape, the H100 table's cuda entry on sm_90a and
+    on sm_100a what a B200 would run: the default and every tuner candidate with the f16x2 decode."""
+    out = []
+    h100 = submission._MEASURED.get("NVIDIA H100 80GB HBM3", {})
+    for m, k, l in submission._TUNED_SHAPES:
+        shape = f"{m}x{k}x{l}"
+        if ("cuda", m, k, l) in h100:
+            out.append((shape, "sm_90a", tuple(h100[("cuda", m, k, l)]), "H100 table"))
+        for i, cfg in enumerate(submission._candidates("cuda", m, k, l, (10, 0))):
+            if cfg[4] == 1:
+                out.append((shape, "sm_100a", tuple(cfg), "B200 default" if i == 0 else "B200 tuner candidate"))
+    return out
+
+
+def table(rows: list[dict]) -> list[str]:
+    out = ["| shape | arch | config | role | SASS per 16 B of a per lane | over the paper minimum | registers "
+           "| top opcodes per 16 B |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        top = ", ".join(f"{k} {v}" for k, v in list(r["ops"].items())[:6])
+        out.append(f"| {r['shape']} | {r['arch']} | {r['config']} | {r['role']} | {r['per_chunk']:.1f} | "
+                   f"{r['over_minimum']:.2f}x of {r['minimum']} | {r['registers']} | {top} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/sass_count.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="", help="one config, comma-separated (default: the table's and the "
+                                                 "B200 candidates of each benchmark shape)")
+    ap.add_argument("--arch", default="sm_100a", choices=sorted(PAPER_MINIMUM), help="with --config")
+    args = ap.parse_args(argv)
+    try:
+        submission._nvrtc()
+    except submission.CudaBuildError as exc:
+        print(f"sass_count.py needs NVRTC (pip install nvidia-cuda-nvrtc): {exc}", file=sys.stderr)
+        return 2
+    if not cuobjdump():
+        print("sass_count.py needs cuobjdump (Triton's wheel ships one)", file=sys.stderr)
+        return 2
+    if args.config:
+        try:
+            cfg = tuple(int(x) for x in args.config.split(","))
+        except ValueError:
+            ap.error(f"--config {args.config}: comma-separated integers")
+        todo = [("-", args.arch, cfg, "--config")]
+    else:
+        todo = default_configs()
+    rows = [{**count(cfg, arch), "shape": shape, "role": role} for shape, arch, cfg, role in todo]
+    print("\n".join(table(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
