@@ -1,0 +1,125 @@
+"""A B200 projection of the cuda backend from a model, checked against the H100 first (CPU only).
+
+The model, per benchmark shape:
+
+    time = max(bytes / read bandwidth, issued instructions / (SMs x 4 per cycle x clock)) + per-call cost
+
+* bytes: what the GEMV must move (benchmarks/timing.gemv_bytes); read bandwidth: on the H100 the
+  read ceiling measured in the same run (at that SM count); on the B200 B200_READ_BPS of
+  bench_kernel.py (6.0 TB/s, a measured copy rate) and, as the optimistic end, the 7.66 TB/s
+  behind the official speed of light.
+* issued instructions: the K loop's SASS instructions per 16 bytes of a and lane
+  (benchmarks/sass_count.py; sm_90a for the H100's config, sm_100a for the B200's) times the
+  16-byte chunks of a, over 32 lanes per warp instruction; the prologue, b's reads outside the
+  loop and the reduction are left out.
+* 4 warp instructions per cycle per SM (one per SM sub-partition, Hopper and Blackwell alike),
+  at CLOCK_HZ: the H100 SXM's top boost clock; the B200's is taken to be about the same
+  ("clock speeds are similar to the H100's high power SXM5 variant",
+  https://chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-juggernaut). An assumption.
+* per-call cost: the harness time of an empty kernel under the leaderboard's protocol, measured
+  on the H100 in the same run (bench_kernel.py's floor), taken as the B200's too.
+
+The H100 rows compare the model with the measured device time at full width and at the
+SM-pressure point: their ratio says how far the model can be trusted (it ignores latency,
+occupancy and the integer pipe's half rate, so it can only be optimistic). The B200 rows are a
+projection, never a measurement: "model" as above, "adjusted" multiplied by the H100's
+measured / model ratio at the SM-pressure point (where each H100 SM carries a B200 SM's bytes).
+
+Usage: python3 benchmarks/projection.py FULL.json SMS.json   (bench_kernel.py --json outputs:
+one at full width with the harness rows, one of --sms with the B200-equivalent point)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import submission  # noqa: E402
+from benchmarks import sass_count  # noqa: E402
+from benchmarks.bench_kernel import B200_READ_BPS, B200_SMS  # noqa: E402
+
+CLOCK_HZ = 1.98e9
+ISSUE_PER_CYCLE = 4
+OFFICIAL_READ_BPS = 7.66e12  # the official speed of light's bandwidth (shapes.json)
+
+
+def issue_us(m: int, k: int, l: int, per_chunk: float, sms: int) -> float:
+    warp_insts = m * k // 32 * l / 32 * per_chunk
+    return warp_insts / (sms * ISSUE_PER_CYCLE * CLOCK_HZ) * 1e6
+
+
+def _rows(run: dict) -> dict:
+    return {r["shape"]: r for r in run.get("rows", []) if r.get("backend") == "cuda" and "kernel_us" in r}
+
+
+def project(full: dict, sms_run: dict) -> list[str]:
+    full_rows = _rows(full)
+    floor = next((r["floor_us"] for r in full.get("rows", []) if "floor_us" in r), 0.0)
+    point = next((p for p in sms_run.get("points", []) if p.get("sms")), {})
+    n = point.get("sms") or 0
+    pressure_rows = _rows(point)
+    device_sms = full["info"]["sms"]
+    out = [f"H100 ({full['info']['device']}, {full['info']['date']}): model vs measured device time, µs "
+           f"(full width: {device_sms} SMs; pressure: {n} SMs)", "",
+           "| shape | config | SASS/16 B (sm_90a) | full: read, issue, model, measured, measured/model "
+           "| pressure: read, issue, model, measured, measured/model |", "|---|---|---|---|---|"]
+    factors = {}
+    for shape, r in full_rows.items():
+        m, k, l = (int(x) for x in shape.split("x"))
+        cfg = tuple(r["config"])
+        per = sass_count.count(cfg, "sm_90a")["per_chunk"]
+        cells = []
+        for rows, sms in ((full_rows, device_sms), (pressure_rows, n)):
+            p = rows.get(shape)
+            if p is None or tuple(p["config"]) != cfg:
+                cells.append("-")
+                continue
+            iss = issue_us(m, k, l, per, sms)
+            model = max(p["ceiling_us"], iss)
+            cells.append(f"{p['ceiling_us']:.2f}, {iss:.2f}, {model:.2f}, {p['kernel_us']:.2f}, "
+                         f"{p['kernel_us'] / model:.2f}")
+            factors[shape] = p["kernel_us"] / model
+        out.append(f"| {shape} | {cfg} | {per:.1f} | {cells[0]} | {cells[1]} |")
+    out += ["", f"B200 projection (a model, not a measurement): bytes at {B200_READ_BPS / 1e12:.2f} TB/s "
+            f"(and {OFFICIAL_READ_BPS / 1e12:.2f}), {B200_SMS} SMs, {CLOCK_HZ / 1e9:.2f} GHz, per-call cost "
+            f"{floor:.2f} µs (the H100's floor); adjusted = model x the H100's measured/model at {n} SMs", "",
+            "| shape | B200 config (sm_100a) | SASS/16 B | read µs | issue µs | model µs | adjusted µs "
+            "| official speed of light µs |", "|---|---|---|---|---|---|---|---|"]
+    sol = {f"{s['m']}x{s['k']}x{s['l']}": s.get("sol_us") for s in json.loads((ROOT / "shapes.json").read_text())
+           ["benchmarks"]}
+    for shape in full_rows:
+        m, k, l = (int(x) for x in shape.split("x"))
+        cands = [c for c in submission._candidates("cuda", m, k, l, (10, 0)) if c[4] == 1]
+        counts = {c: sass_count.count(c, "sm_100a")["per_chunk"] for c in cands}
+        cfg = min(counts, key=counts.get)
+        nbytes = full_rows[shape]["bytes"]
+        read = nbytes / B200_READ_BPS * 1e6
+        iss = issue_us(m, k, l, counts[cfg], B200_SMS)
+        model = max(read, iss) + floor
+        adjusted = max(read, iss) * factors.get(shape, float("nan")) + floor
+        out.append(f"| {shape} | {cfg} | {counts[cfg]:.1f} | {read:.2f} ({nbytes / OFFICIAL_READ_BPS * 1e6:.2f}) | "
+                   f"{iss:.2f} | {model:.2f} | {adjusted:.2f} | {sol.get(shape)} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/projection.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("full", help="bench_kernel.py --json output at full width (with the harness rows)")
+    ap.add_argument("sms", help="bench_kernel.py --sms ... --json output (its first point below full width is used)")
+    args = ap.parse_args(argv)
+    try:
+        full, sms_run = (json.loads(Path(p).read_text()) for p in (args.full, args.sms))
+    except (OSError, ValueError) as exc:
+        print(f"projection.py: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(project(full, sms_run)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
