@@ -1006,6 +1006,8 @@ def human_main(argv: list[str]) -> int:
         prog="python eval.py",
         description="Check and time an nvfp4_gemv submission with the server's rules.",
         epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
+               "Audit (what the server would disqualify: caches, deferred work, static rules): "
+               "python eval.py audit [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("--submission", default="submission.py", help="the submission file (default: %(default)s)")
@@ -1109,6 +1111,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "human":
         return human_main(argv[1:])
+    if argv and argv[0] == "audit":  # the checks live in audit.py, beside this file
+        from audit import main as audit_main
+        return audit_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
     if argv and argv[0] in MODES:

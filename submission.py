@@ -18,6 +18,9 @@ that cannot run here raises, saying why (for cuda: the compiler's message). ``au
 torch on the CPU; on a CUDA GPU it times every kernel backend that builds and runs here (cuda,
 triton, and scaled_mm on compute capability 10.x) on the first call with each shape, and keeps
 the fastest for the process; a backend that fails to build is skipped with one warning.
+Before any candidate is timed, its output on those inputs is compared with the exact torch
+backend's (the server's tolerance); a wrong one is dropped with one line on stderr
+(``NVFP4_GEMV_VERIFY``=1 checks a forced backend too and raises, =0 never checks).
 
 Configurations (tile shapes) come from a table measured per GPU model; on a GPU model the
 table does not know, the first call with a large shape times a short list of candidates on
@@ -31,6 +34,7 @@ l) whose memory is a contiguous (l, rows/128, k/64, 32, 4, 4) array, c [m, 1, l]
 kernels read the plain scales when they live on a's device, and the permuted ones otherwise.
 """
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -53,6 +57,7 @@ _KERNEL_BACKENDS = ("cuda", "triton", "scaled_mm")  # what auto races on a GPU, 
 _ENV = "NVFP4_GEMV_BACKEND"
 _ENV_CONFIG = "NVFP4_GEMV_CONFIG"
 _ENV_TUNE = "NVFP4_GEMV_TUNE"  # auto (default) | force (ignore the measured table) | off (never time configs)
+_ENV_VERIFY = "NVFP4_GEMV_VERIFY"  # unset: check auto's candidates | 1: forced backends too (raise) | 0: never
 _FP4 = torch.float4_e2m1fn_x2
 _E4M3 = torch.float8_e4m3fn
 
@@ -1511,19 +1516,139 @@ def _config_for(name: str, data, m: int, k: int, l: int):
     return cfg
 
 
+# --------------------------------------------------------------------------- verified first use
+#
+# Every candidate that auto dispatch or the tuner would pick by its time (a backend in the race,
+# a config in the tuner) is first run once on the inputs of the first call with a shape, with c
+# poisoned, and its output compared with the exact torch backend's on the same inputs (computed
+# once per first call, into a scratch tensor, and shared by all its candidates). A wrong one is
+# dropped for the process with one line on stderr; under a forced backend (what one benchmarks
+# or debugs) only with NVFP4_GEMV_VERIFY=1, which raises instead. This happens on the first call
+# with a shape only (the harness's untimed correctness run), never on the per-call fast path.
+
+# The server's checker: |out - exact| <= atol + rtol * |exact|, NaN only where the exact answer is
+# NaN, infinities only where it has the same one (reference.py's check_implementation).
+_VERIFY_RTOL = _VERIFY_ATOL = 1e-3
+_EXACT = {}  # id(data) -> [data, its exact answer or None]: the first calls under way
+_WRONG = {}  # (GPU model, backend, config) -> why it was dropped (wrong output; skipped for the process)
+_VERIFIED = set()  # first-call keys of forced backends checked under NVFP4_GEMV_VERIFY=1
+
+
+def _verify_policy() -> str:
+    """What a first call does with a candidate's output: "drop" a wrong one (auto), "raise"
+    (a forced backend with NVFP4_GEMV_VERIFY=1), or "" (no check)."""
+    want = os.environ.get(_ENV_VERIFY, "").strip()
+    if want not in ("", "0", "1"):
+        raise ValueError(f"{_ENV_VERIFY}={want!r}: choose 1 (forced backends too), 0 (never), or leave it unset "
+                         "(auto's candidates only)")
+    if want == "0":
+        return ""
+    if (os.environ.get(_ENV, "auto").strip().lower() or "auto") == "auto":
+        return "drop"
+    return "raise" if want == "1" else ""
+
+
+@contextlib.contextmanager
+def _first_call(data):
+    """Keeps ``data``'s exact answer for every candidate checked inside (nested uses share it)."""
+    if id(data) in _EXACT:
+        yield
+        return
+    _EXACT[id(data)] = [data, None]
+    try:
+        yield
+    finally:
+        del _EXACT[id(data)]
+
+
+def _exact(data, m: int, k: int, l: int) -> torch.Tensor:
+    """The exact answer of ``data`` (the torch backend, chunked, into a scratch c)."""
+    box = _EXACT.get(id(data)) or [data, None]
+    if box[1] is None:
+        box[1] = _torch_backend(tuple(data[:6]) + (torch.empty_like(data[6]),), m, k, l)
+    return box[1]
+
+
+def _mismatch(out, exact: torch.Tensor) -> str:
+    """'' when ``out`` passes the server's check against ``exact``, else where it first fails.
+    Compared on the device; only the first bad element comes to the host."""
+    if not isinstance(out, torch.Tensor) or out.shape != exact.shape or out.dtype != exact.dtype:
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+        return f"output {got}, expected {tuple(exact.shape)} {exact.dtype}"
+    r, e = out.detach().to(exact.device, torch.float64), exact.to(torch.float64)
+    bad = (r - e).abs() > _VERIFY_ATOL + _VERIFY_RTOL * e.abs()
+    bad |= r.isnan() ^ e.isnan()
+    bad |= (r.isposinf() ^ e.isposinf()) | (r.isneginf() ^ e.isneginf())
+    if not bool(bad.any()):
+        return ""
+    i = tuple(int(x) for x in bad.nonzero()[0])
+    return f"c[{', '.join(map(str, i))}] = {float(r[i])!r}, exact {float(e[i])!r}"
+
+
+def _gpu_model(device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+
+
+def _verify(name: str, cfg, out, data, m: int, k: int, l: int, policy: str) -> bool:
+    """Whether candidate (``name``, ``cfg``), whose output on ``data`` is ``out``, is right.
+    A wrong one is remembered in _WRONG and said once on stderr ("drop"), or raises ("raise")."""
+    where = _mismatch(out, _exact(data, m, k, l))
+    if not where:
+        return True
+    gpu = _gpu_model(data[0].device)
+    what = (f"the {name} backend (config {cfg if cfg is not None else 'none'}) gave a wrong result on {gpu} "
+            f"for {m}x{k}x{l}: {where} (rtol = atol = {_VERIFY_RTOL:g})")
+    if policy == "raise":
+        raise RuntimeError(f"nvfp4_gemv: {what} [{_ENV_VERIFY}=1]")
+    if (gpu, name, cfg) not in _WRONG:
+        _WRONG[gpu, name, cfg] = what
+        print(f"nvfp4_gemv: {what}; dropped for this process", file=sys.stderr)
+    return False
+
+
+def _known_wrong(name: str, cfg, device) -> bool:
+    return (_gpu_model(device), name, cfg) in _WRONG
+
+
+def _run_first(name: str, data, m: int, k: int, l: int):
+    """The first call's run of backend ``name`` (picked or forced). A forced one is checked
+    once per shape and layout when NVFP4_GEMV_VERIFY=1 (raises when wrong)."""
+    if name == "torch" or not os.environ.get(_ENV_VERIFY) or _verify_policy() != "raise":
+        return _RUN[name](data, m, k, l)
+    key = _fastest_key(data, m, k, l) + (name,)
+    if key in _VERIFIED:
+        return _RUN[name](data, m, k, l)
+    with _first_call(data):
+        data[6].fill_(float("nan"))
+        out = _RUN[name](data, m, k, l)
+        _verify(name, _config_for(name, data, m, k, l), out, data, m, k, l, "raise")
+    _VERIFIED.add(key)
+    return out
+
+
 def _tune(name: str, data, m: int, k: int, l: int, cands: list):
-    """The fastest of ``cands`` on ``data``: each built and run once, then timed L2-cold and
-    interleaved (_cold_times); candidates that fail are skipped."""
+    """The fastest of ``cands`` on ``data``: each built and run once (and its output checked
+    against the exact answer, see _verify), then timed L2-cold and interleaved (_cold_times);
+    candidates that fail or are wrong are skipped."""
     run = _RUN[name]
+    policy = _verify_policy()
     ok, first_error = [], None
-    for cfg in cands:
-        try:
-            run(data, m, k, l, cfg)
-            ok.append(cfg)
-        except Exception as exc:  # noqa: BLE001 - a config that fails is not a candidate
-            first_error = first_error or exc
+    with _first_call(data):
+        for cfg in cands:
+            if policy and _known_wrong(name, cfg, data[0].device):
+                continue
+            try:
+                if policy:
+                    data[6].fill_(float("nan"))  # unwritten elements fail the check
+                out = run(data, m, k, l, cfg)
+            except Exception as exc:  # noqa: BLE001 - a config that fails is not a candidate
+                first_error = first_error or exc
+                continue
+            if not policy or _verify(name, cfg, out, data, m, k, l, policy):
+                ok.append(cfg)
     if not ok:
-        raise first_error
+        raise first_error or RuntimeError(f"no config of the {name} backend gave the right answer for "
+                                          f"{m}x{k}x{l} here (the lines above say where each went wrong)")
     times = _cold_times([lambda c=cfg: run(data, m, k, l, c) for cfg in ok], data[0].device)
     return ok[times.index(min(times))]
 
@@ -1644,9 +1769,10 @@ def select_backend(device) -> str:
     return want
 
 
-def _warm_backend(name: str, data, m: int, k: int, l: int) -> None:
-    """One call that builds, tunes and warms the backend for this shape (raises if it fails)."""
-    _RUN[name](data, m, k, l)
+def _warm_backend(name: str, data, m: int, k: int, l: int):
+    """One call that builds, tunes and warms the backend for this shape (raises if it fails);
+    returns its output."""
+    return _RUN[name](data, m, k, l)
 
 
 def _race(names: list, data, m: int, k: int, l: int) -> dict:
@@ -1663,23 +1789,29 @@ def _fastest_key(data, m, k, l) -> tuple:
 def _fastest(data, m: int, k: int, l: int) -> str:
     """The fastest kernel backend for this shape on this GPU, timed once on the first call
     with the shape and cached for the process. A backend that cannot run here, cannot read
-    this layout, or fails (a build error: one warning, then skipped for the process) is no
-    candidate; with none left, the torch backend."""
+    this layout, fails (a build error: one warning, then skipped for the process) or gives a
+    wrong answer on these inputs (_verify) is no candidate; with none left, the torch backend."""
     key = _fastest_key(data, m, k, l)
     name = _FASTEST.get(key)
     if name is None:
+        policy = _verify_policy()
         ready = []
-        for cand in _KERNEL_BACKENDS:
-            if not _SUPPORT[cand](data[0].device)[0] or _layout_problem(cand, data):
-                continue
-            try:
-                _warm_backend(cand, data, m, k, l)
-                ready.append(cand)
-            except Exception as exc:  # noqa: BLE001 - skipped, said once
-                if cand not in _BROKEN:
-                    _BROKEN[cand] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    print(f"nvfp4_gemv: the {cand} backend failed here and is skipped: {_BROKEN[cand]}",
-                          file=sys.stderr)
+        with _first_call(data):
+            for cand in _KERNEL_BACKENDS:
+                if not _SUPPORT[cand](data[0].device)[0] or _layout_problem(cand, data):
+                    continue
+                try:
+                    if policy:
+                        data[6].fill_(float("nan"))  # unwritten elements fail the check
+                    out = _warm_backend(cand, data, m, k, l)
+                except Exception as exc:  # noqa: BLE001 - skipped, said once
+                    if cand not in _BROKEN:
+                        _BROKEN[cand] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                        print(f"nvfp4_gemv: the {cand} backend failed here and is skipped: {_BROKEN[cand]}",
+                              file=sys.stderr)
+                    continue
+                if not policy or _verify(cand, _config_for(cand, data, m, k, l), out, data, m, k, l, policy):
+                    ready.append(cand)
         times = _race(ready, data, m, k, l) if len(ready) > 1 else {n: 0.0 for n in ready}
         name = _FASTEST[key] = min(times, key=times.get) if times else "torch"
     return name
@@ -1737,7 +1869,7 @@ def custom_kernel(data: input_t) -> output_t:
         problem = _layout_problem(name, data)
         if problem:
             raise ValueError(problem)
-    out = _RUN[name](data, m, k, l)
+    out = _run_first(name, data, m, k, l)
     a = data[0]
     key = (a.shape, a.stride(), a.dtype, a.device, os.environ.get(_ENV))
     if a.device.type != "cuda" or torch.cuda.device_count() == 1:

@@ -1,0 +1,342 @@
+"""``python3 eval.py audit [SUBMISSION]``: what the server's harness would disqualify, found before
+submitting.
+
+Runs the submission (default ``submission.py``) in this process, on the GPU when there is one
+(shapes ``GPU_SHAPES``: one like the benchmarks, one small) and on the CPU otherwise
+(``CPU_SHAPES``), under conditions that are adversarial but legal for the harness to create, and
+prints one line per check, ``PASS|FAIL|INFO name: reason``. The exit status is 0 only when no
+check fails (INFO lines never fail).
+
+Per shape, on full-range inputs (``quant.fill``), every call with ``c`` poisoned (NaN) first and
+its output compared with ``reference.ref_kernel`` at the checker's tolerance
+(``reference.RTOL``/``ATOL``, ``utils.verbose_allclose``):
+
+* first call: the right answer;
+* same inputs again: the right answer (an output read back from ``c`` fails: it is NaN);
+* deterministic: the two calls bit-identical. INFO, not FAIL, when they differ: the server
+  checks only the tolerance, and a sum in a varying order (atomics, split K) is legal; a
+  difference beyond the tolerance fails the correctness checks anyway;
+* in place: new values written into the same tensors between calls -- all inputs; one row of
+  ``a`` far from its start; only ``b`` (row 0, the one that counts); only ``sfa`` (one row) and
+  only ``sfb`` (row 0), each in the plain and the permuted tensor alike (a submission may read
+  either). A result cached by object, by pointer, or by a sample of the values gives the old
+  answer;
+* fresh tensors holding an earlier call's values: INFO when right (recomputing and a
+  value-keyed cache both give the right answer; fine either way), FAIL when wrong;
+* output complete on return: right after each call returns, with no synchronisation beyond
+  what the server does, a copy of the output is taken on the same device queue (on the CPU: at
+  once); it must equal the output once the device is idle and the threads the call started have
+  finished. Work left on another queue or thread, which the leaderboard's events would not
+  time, fails.
+
+Once per file: the server's static rules (``eval.static_problems``: size, UTF-8, the forbidden
+word, the header lines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import sys
+import threading
+from pathlib import Path
+
+import eval as ev
+
+CPU_SHAPES = ((256, 1024, 2),)
+GPU_SHAPES = ((1024, 7168, 4), (256, 1024, 2))  # like 4096x7168x8 (K, several L) at a quarter the size; small
+SEED = 4242
+DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
+SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
+
+
+@dataclasses.dataclass
+class Check:
+    status: str  # PASS | FAIL | INFO
+    name: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.status} {self.name}: {self.reason}"
+
+
+@dataclasses.dataclass
+class Call:
+    label: str
+    out: object = None  # a copy of the output once the device is idle and the call's threads are done
+    at_return: object = None  # a copy of it taken right after the call returned
+    returned_c: bool = False  # the output is the c it was given
+    error: str = ""
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _one_line(text: str) -> str:
+    return " | ".join(ln.strip() for ln in str(text).strip().splitlines() if ln.strip())
+
+
+def _sync(device) -> None:
+    import torch
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _inputs(m: int, k: int, l: int, seed: int, device):
+    import quant
+    import reference
+    return quant.fill(reference.generate_input(m, k, l, seed, device=device), DISTRIBUTION)
+
+
+def _expected(data):
+    """reference.ref_kernel on a copy of the inputs (computed before the call: what the
+    submission does to its inputs cannot change it)."""
+    import torch
+
+    import reference
+    return reference.ref_kernel(tuple(t.clone() for t in data[:6]) + (torch.empty_like(data[6]),))
+
+
+def _wrong(out, expected) -> str:
+    """'' when ``out`` passes the checker against ``expected``, else why not (one line)."""
+    import reference
+    from utils import verbose_allclose
+    reasons = verbose_allclose(out, expected, rtol=reference.RTOL, atol=reference.ATOL, max_print=1)
+    return "; ".join(reasons)
+
+
+def _same_shape(x, y) -> bool:
+    import torch
+    return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape
+            and x.dtype == y.dtype and x.device == y.device)
+
+
+def _same_bits(x, y) -> bool:
+    """Equal values with NaN equal to NaN (same shape, dtype and device)."""
+    if not _same_shape(x, y):
+        return False
+    return bool(((x == y) | (x.isnan() & y.isnan())).all())
+
+
+def _first_difference(x, y) -> str:
+    if not _same_shape(x, y):
+        return "the output was not a tensor of the same shape both times"
+    differ = ~((x == y) | (x.isnan() & y.isnan()))
+    i = tuple(int(v) for v in differ.nonzero()[0])
+    return f"c[{', '.join(map(str, i))}] was {float(x[i])!r} at return and {float(y[i])!r} later"
+
+
+def _copy(out):
+    import torch
+    return out.detach().clone() if isinstance(out, torch.Tensor) else out
+
+
+def load_submission(path: Path):
+    """The file imported as the module ``submission`` (as the server imports it), with its folder
+    first on sys.path while it imports; sys.path and a ``submission`` module imported before are
+    put back afterwards."""
+    folder = str(path.resolve().parent)
+    saved_path, saved_module = list(sys.path), sys.modules.get("submission")
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("submission", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved_path
+        if saved_module is not None:
+            sys.modules["submission"] = saved_module
+        else:
+            sys.modules.pop("submission", None)
+    return module
+
+
+class _Runner:
+    """Calls the submission as the harness does (inputs ready and the device idle first, c
+    poisoned) and keeps, of each call, the output as it was on return and once settled."""
+
+    def __init__(self, kernel, device):
+        self.kernel, self.device, self.calls = kernel, device, []
+
+    def __call__(self, label: str, data) -> Call:
+        call = Call(label)
+        self.calls.append(call)
+        data[6].fill_(float("nan"))
+        _sync(self.device)
+        before = set(threading.enumerate())
+        try:
+            out = self.kernel(data)
+        except Exception as exc:  # noqa: BLE001 - the submission's failure is the check's finding
+            call.error = _one_line(f"custom_kernel raised {type(exc).__name__}: {exc}")
+            return call
+        # At once: on the GPU this copy is queued behind the call's work on the current queue,
+        # with no synchronisation first; on the CPU it is taken now.
+        call.at_return = _copy(out)
+        _sync(self.device)
+        for t in set(threading.enumerate()) - before:
+            t.join(timeout=SETTLE_S)
+        _sync(self.device)
+        call.out, call.returned_c = _copy(out), out is data[6]
+        return call
+
+
+def _correct(name: str, call: Call, expected, passed: str, failed: str) -> Check:
+    if call.error:
+        return Check("FAIL", name, call.error)
+    wrong = _wrong(call.out, expected)
+    return Check("FAIL", name, f"{failed}: {wrong}") if wrong else Check("PASS", name, passed)
+
+
+# The in-place writes: (name, what it changes). Each copies part of a fresh full-range input set
+# into the audited tensors; scales change in the plain and the permuted tensor alike.
+IN_PLACE = (
+    ("all inputs", "all"),
+    ("one row of a far from its start", "a-row"),
+    ("b only (row 0)", "b"),
+    ("sfa only (one row, plain and permuted)", "sfa-row"),
+    ("sfb only (row 0, plain and permuted)", "sfb"),
+)
+
+
+def _write_in_place(data, src, what: str) -> None:
+    import torch
+    u8 = torch.uint8
+    a, b, sfa, sfb, sfa_p, sfb_p, _ = data
+    m, _, l = a.shape
+    r, li = m - 3, l - 1  # near the end of a's memory (batch-major): far from its start
+    if what == "all":
+        for dst, s in zip(data[:6], src[:6], strict=True):
+            dst.view(u8).copy_(s.view(u8))
+    elif what == "a-row":
+        a.view(u8)[r, :, li].copy_(src[0].view(u8)[r, :, li])
+    elif what == "b":
+        b.view(u8)[0].copy_(src[1].view(u8)[0])
+    elif what == "sfa-row":
+        sfa.view(u8)[r, :, li].copy_(src[2].view(u8)[r, :, li])
+        at = (r % 32, (r % 128) // 32, r // 128)
+        sfa_p.view(u8)[at][:, :, li].copy_(src[4].view(u8)[at][:, :, li])
+    elif what == "sfb":
+        sfb.view(u8)[0].copy_(src[3].view(u8)[0])
+        sfb_p.view(u8)[0, 0, 0].copy_(src[5].view(u8)[0, 0, 0])
+    else:
+        raise ValueError(f"unknown in-place write {what!r}")
+
+
+# --------------------------------------------------------------------------- the checks
+
+def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
+    """Every per-shape check on one (m, k, l)."""
+    tag = f" [{m}x{k}x{l}]"
+    run = _Runner(kernel, device)
+    data = _inputs(m, k, l, SEED, device)
+    out = []
+
+    expected = _expected(data)
+    first = run("first call", data)
+    out.append(_correct("first call" + tag, first, expected, "the right answer", "wrong answer"))
+    first_out = first.out
+
+    again = run("same inputs again", data)
+    out.append(_correct("same inputs again, c poisoned" + tag, again, expected,
+                        "the right answer with c poisoned (NaN) before the call",
+                        "wrong answer on the same inputs with c poisoned (output read from c?)"))
+    if out[-1].status == "FAIL" or out[-2].status == "FAIL" or not _same_shape(first_out, again.out):
+        out.append(Check("INFO", "deterministic" + tag, "not compared: a call failed"))
+    elif _same_bits(first_out, again.out):
+        out.append(Check("PASS", "deterministic" + tag, "two identical calls gave bit-identical output"))
+    else:
+        n = int((~((first_out == again.out) | (first_out.isnan() & again.out.isnan()))).sum())
+        out.append(Check("INFO", "deterministic" + tag,
+                         f"two identical calls differ in {n} element(s): nondeterministic (the server checks "
+                         "only the tolerance, so this alone fails nothing)"))
+
+    for i, (label, what) in enumerate(IN_PLACE, 1):
+        name = f"in place, {label}" + tag
+        before = expected
+        _write_in_place(data, _inputs(m, k, l, SEED + i, device), what)
+        expected = _expected(data)
+        if _same_bits(before, expected):
+            out.append(Check("INFO", name, "the new values left the answer unchanged; nothing checked"))
+            continue
+        call = run(name, data)
+        out.append(_correct(name, call, expected, "the right answer after new values were written into the same "
+                            "tensors", "the same tensors with new values gave a wrong answer (a result "
+                            "cached by object, pointer or a sample of the values?)"))
+
+    fresh = tuple(t.clone() for t in data)
+    call = run("fresh tensors", fresh)
+    name = "fresh tensors, earlier values" + tag
+    check = _correct(name, call, expected, "", "wrong answer")
+    if check.status == "PASS":
+        given = "its c" if call.returned_c else "another tensor"
+        check = Check("INFO", name, f"the right answer (returned {given}); recomputed or served from a value-keyed "
+                      "cache, both fine")
+    out.append(check)
+
+    name = "output complete on return" + tag
+    late = [c for c in run.calls if not c.error and not _same_bits(c.at_return, c.out)]
+    if late:
+        out.append(Check("FAIL", name, f"{late[0].label}: {_first_difference(late[0].at_return, late[0].out)}: "
+                         "work left on another device queue or thread when custom_kernel returned (the "
+                         "leaderboard's events would not time it)"))
+    else:
+        out.append(Check("PASS", name, f"all {len(run.calls)} outputs were complete when custom_kernel returned "
+                         "(copied on the same device queue, no extra synchronisation)"))
+    return out
+
+
+def static_check(path: Path) -> Check:
+    problems = ev.static_problems(path)
+    if problems:
+        return Check("FAIL", "static rules", "; ".join(problems))
+    return Check("PASS", "static rules", "headers, size, UTF-8 and the forbidden word as the server checks them")
+
+
+def audit(path: Path | str, shapes=None, report=None) -> list[Check]:
+    """Every check on the submission file ``path`` (``shapes``: default GPU_SHAPES on a GPU,
+    else CPU_SHAPES); ``report(check)`` is called as each one is done."""
+    import torch
+    path = Path(path)
+    report = report or (lambda check: None)
+    done = []
+
+    def add(check):
+        done.append(check)
+        report(check)
+
+    add(static_check(path))
+    try:
+        module = load_submission(path)
+        kernel = module.custom_kernel
+    except Exception as exc:  # noqa: BLE001 - reported as a failed check
+        add(Check("FAIL", "import", _one_line(f"importing the submission raised {type(exc).__name__}: {exc}")))
+        return done
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    for m, k, l in shapes or (GPU_SHAPES if cuda else CPU_SHAPES):
+        for check in shape_checks(kernel, m, k, l, device):
+            add(check)
+    return done
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python eval.py audit",
+        description="Run a submission under adversarial but legal conditions (in-place new values, fresh "
+                    "tensors, c poisoned, the output checked as soon as the call returns) and check the "
+                    "server's static rules. One line per check: PASS|FAIL|INFO name: reason. Exit 0 only when "
+                    "no check fails.")
+    p.add_argument("submission", nargs="?", default="submission.py", help="the file (default: %(default)s)")
+    args = p.parse_args(argv)
+    path = Path(args.submission)
+    if not path.is_file():
+        print(f"error: submission file {path} not found", file=sys.stderr)
+        return ev.EXIT_USAGE
+    import torch
+    where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    print(f"auditing {path} on {where}", file=sys.stderr, flush=True)
+    checks = audit(path, report=lambda check: print(check.line(), flush=True))
+    failed = sum(c.status == "FAIL" for c in checks)
+    print(f"{len(checks)} checks: {failed} failed", file=sys.stderr)
+    return ev.EXIT_FAIL if failed else ev.EXIT_OK

@@ -1,0 +1,146 @@
+"""``python3 eval.py audit``: the kit's submission and the known-good fixtures pass every check;
+each known-wrong pattern (a result cached by pointer, by a hash of a sample of the values, by
+the input object; work left on a thread or another device queue; a forbidden word) fails the
+check written for it. The audit runs here in this process (``audit.audit``), and once through
+the command line for its exit status and line format.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT, requires_cuda
+
+import audit
+import reference
+import submission
+
+FIXTURES = ROOT / "tests" / "fixtures"
+LINE = re.compile(r"^(PASS|FAIL|INFO) ([^:]+): \S")
+
+
+def _statuses(path, shapes=None) -> dict:
+    """{check name without the shape tag: [statuses]} of one audit."""
+    out = {}
+    for check in audit.audit(path, shapes):
+        out.setdefault(re.sub(r" \[\d+x\d+x\d+\]$", "", check.name), []).append(check.status)
+    return out
+
+
+def _failed(statuses: dict) -> set:
+    return {name for name, got in statuses.items() if "FAIL" in got}
+
+
+IN_PLACE = {f"in place, {label}" for label, _ in audit.IN_PLACE}
+ALL = {"static rules", "first call", "same inputs again, c poisoned", "deterministic", *IN_PLACE,
+       "fresh tensors, earlier values", "output complete on return"}
+
+
+@pytest.mark.parametrize("path", [ROOT / "submission.py", FIXTURES / "good_submission.py",
+                                  FIXTURES / "good_plain_scales.py"], ids=lambda p: p.stem)
+def test_good_submissions_pass_every_check(path):
+    """good_plain_scales reads only the plain scales, the kit's torch backend only the permuted
+    ones: the scale writes must change both alike for both to pass."""
+    statuses = _statuses(path)
+    assert set(statuses) == ALL
+    assert _failed(statuses) == set(), statuses
+    assert statuses["fresh tensors, earlier values"] == ["INFO"] * len(statuses["first call"])
+    assert all(s == ["PASS"] * len(s) for name, s in statuses.items() if name != "fresh tensors, earlier values")
+
+
+@pytest.mark.parametrize("fixture, must_fail, may_fail", [
+    ("wrong_cache_by_pointer", IN_PLACE, set()),
+    ("wrong_cache_by_value_hash", {"in place, one row of a far from its start",
+                                   "in place, sfa only (one row, plain and permuted)"}, set()),
+    ("wrong_returns_earlier_output", {"same inputs again, c poisoned", *IN_PLACE}, set()),
+    ("wrong_cache_first_output", {"same inputs again, c poisoned", *IN_PLACE, "fresh tensors, earlier values"},
+     {"static rules"}),
+    ("wrong_deferred_thread", {"output complete on return"}, set()),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_each_wrong_pattern_fails_its_check(fixture, must_fail, may_fail):
+    statuses = _statuses(FIXTURES / f"{fixture}.py")
+    failed = _failed(statuses)
+    assert must_fail <= failed, statuses
+    assert failed - must_fail <= may_fail, statuses  # the other checks still say what they check
+
+
+@requires_cuda
+def test_gpu_work_left_on_another_queue_fails():
+    statuses = _statuses(FIXTURES / "wrong_deferred_queue.py", shapes=[(256, 1024, 2)])
+    assert _failed(statuses) == {"output complete on return"}, statuses
+
+
+@requires_cuda
+@pytest.mark.parametrize("fixture", ["wrong_cache_by_pointer", "wrong_deferred_thread"])
+def test_gpu_audit_flags_on_the_gpu_too(fixture):
+    statuses = _statuses(FIXTURES / f"{fixture}.py")
+    assert _failed(statuses), statuses
+
+
+@requires_cuda
+def test_gpu_kit_submission_passes_on_its_gpu_shapes():
+    statuses = _statuses(ROOT / "submission.py")
+    assert _failed(statuses) == set(), statuses
+    assert len(statuses["first call"]) == len(audit.GPU_SHAPES)
+
+
+def test_forbidden_word_and_missing_headers_fail_static_rules(tmp_path):
+    word = "str" + "eam"
+    bad = tmp_path / "submission.py"
+    bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2] + f"# {word.upper()}\n")
+    statuses = _statuses(bad)
+    assert _failed(statuses) == {"static rules"}
+    reason = audit.static_check(bad).reason
+    assert word in reason and "#!POPCORN leaderboard nvfp4_gemv" in reason
+
+
+def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
+    bad = tmp_path / "submission.py"
+    bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\nraise ImportError('nope')\n")
+    checks = audit.audit(bad)
+    assert [(c.status, c.name) for c in checks] == [("PASS", "static rules"), ("FAIL", "import")]
+    assert "ImportError: nope" in checks[1].reason and "\n" not in checks[1].reason
+
+
+def test_the_audit_leaves_the_module_name_submission_alone():
+    audit.audit(FIXTURES / "good_submission.py")
+    assert sys.modules["submission"] is submission
+
+
+@pytest.mark.parametrize("what", [w for _, w in audit.IN_PLACE])
+def test_in_place_writes_change_only_their_part_and_keep_the_scales_consistent(what):
+    """Each write changes what its name says and nothing else, and the permuted scales stay the
+    plain ones in the permuted layout (a submission may read either)."""
+    m, k, l = audit.CPU_SHAPES[0]
+    data = audit._inputs(m, k, l, 1, torch.device("cpu"))
+    before = [t.view(torch.uint8).clone() for t in data[:6]]
+    audit._write_in_place(data, audit._inputs(m, k, l, 2, torch.device("cpu")), what)
+    changed = [not torch.equal(t.view(torch.uint8), b) for t, b in zip(data[:6], before, strict=True)]
+    want = {"all": [True] * 6, "a-row": [True, False, False, False, False, False],
+            "b": [False, True, False, False, False, False], "sfa-row": [False, False, True, False, True, False],
+            "sfb": [False, False, False, True, False, True]}[what]
+    assert changed == want
+    for plain, permuted in ((data[2], data[4]), (data[3], data[5])):
+        assert torch.equal(reference.permuted_from_plain(plain).view(torch.uint8), permuted.view(torch.uint8))
+    rows = {"a-row": (m - 3, l - 1), "sfa-row": (m - 3, l - 1)}.get(what)
+    if rows:  # one row of one batch: every other element as before
+        t, b = (data[0], before[0]) if what == "a-row" else (data[2], before[2])
+        diff = (t.view(torch.uint8) != b).any(dim=1).nonzero().tolist()
+        assert diff == [list(rows)]
+
+
+def test_command_line_exit_status_and_lines(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVFP4_")}
+    proc = subprocess.run([sys.executable, "eval.py", "audit", str(FIXTURES / "wrong_cache_by_pointer.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 112, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and all(LINE.match(ln) for ln in lines), lines
+    assert any(ln.startswith("FAIL in place, all inputs") for ln in lines)
+    missing = subprocess.run([sys.executable, "eval.py", "audit", str(tmp_path / "none.py")], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert missing.returncode == 2 and "not found" in missing.stderr and missing.stdout == ""
+
