@@ -31,7 +31,9 @@ SM pressure (--sms): a B200 moves about twice an H100's bytes per second per SM,
 that keeps up at full H100 width can be issue-bound on a B200. --sms N,... reruns the kernel
 table in a fresh process per N, each on a CUDA green context of N SMs (0 or "all": the whole
 GPU), with the read ceiling measured at the same N in the same process, and prints per N the
-ratio read / kernel. "auto" = the whole GPU, then the N at which this GPU's own read bandwidth
+ratio read / kernel, each backend's config picked by its tuner at that N (NVFP4_GEMV_TUNE=force, as on
+a GPU model no table names; NVFP4_GEMV_TUNE=auto times the table's picks instead). "auto" = the
+whole GPU, then the N at which this GPU's own read bandwidth
 (its best read ceiling at full width) per SM equals a B200's (B200_READ_BPS / B200_SMS).
 What it does not model: a B200's latencies, L2 (126 MB), clocks and its 256-bit loads.
 """
@@ -451,8 +453,11 @@ def _sms_child(n: int, base: list) -> dict | None:
     where the child skipped (no green context here: it said why)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "point.json"
+        # configs picked by the tuner on the restricted GPU, as on a GPU model no table names (a
+        # B200), unless NVFP4_GEMV_TUNE says otherwise
+        env = {**os.environ, "NVFP4_GEMV_TUNE": os.environ.get("NVFP4_GEMV_TUNE", "force")}
         rc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *base, "--sms-child", str(n),
-                             "--json", str(out)]).returncode
+                             "--json", str(out)], env=env).returncode
         if rc == 3:
             return None
         if not out.exists():
