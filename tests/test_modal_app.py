@@ -74,8 +74,12 @@ def test_modal_run_help_describes_every_option(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     for name, (metavar, what) in modal_app.OPTION_HELP.items():
-        assert f"--{name} {metavar}" in text and " ".join(what.split()) in text, name
+        assert f"--{name.replace('_', '-')} {metavar}" in text and " ".join(what.split()) in text, name
     assert "--mode test|benchmark|leaderboard|all" in text and "--harness kit|server|both" in text
+    assert "--job eval|check|bench|sweep|all" in text
+    for job in ("check = the kit's whole test suite", "bench = benchmarks/bench_kernel.py", "sweep = bench_kernel.py",
+                "all = check, bench, sweep in turn"):
+        assert job in text, job
 
 
 ARG_ERRORS = [
