@@ -436,6 +436,10 @@ def test_job_settings():
     assert {p.name for p in ROOT.glob("*.py")} <= set(modal_app.JOB_FILES)
     for name in (*modal_app.JOB_FILES, *modal_app.JOB_DIRS, *modal_app.CHECK_IGNORE):
         assert (ROOT / name).exists(), name
+    shipped = modal.FilePatternMatcher(*modal_app.JOB_IGNORE)  # True: left out of JOB_DIR
+    assert shipped(modal_app.Path("results")) and shipped(modal_app.Path("results/bench-h100.md"))
+    assert shipped(modal_app.Path("fixtures/__pycache__/a.pyc"))
+    assert not shipped(modal_app.Path("bench_kernel.py")) and not shipped(modal_app.Path("fixtures/sweep-b200.json"))
     assert inspect.signature(modal_app.main.info.raw_f).parameters["job"].default == "eval"
 
 
