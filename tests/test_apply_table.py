@@ -199,6 +199,13 @@ def test_b200_sweep_adds_a_block_that_config_for_uses(tmp_path, sub, monkeypatch
     variants = mod.cuda_compile_variants()  # what the compile gate builds now holds the new entries
     for (backend, *_), cfg in B200_WINNERS.items():
         assert backend != "cuda" or (cfg, True, True) in variants
+    try:
+        mod._nvrtc()
+    except mod.CudaBuildError:
+        pass  # no NVRTC here (tests/test_cuda_backend.py's compile gate says so)
+    else:  # and they compile for the B200
+        for cfg in (cfg for (backend, *_), cfg in B200_WINNERS.items() if backend == "cuda"):
+            assert mod.cuda_compile(mod.cuda_kernel(cfg, True, True)[1], "sm_100a")[:4] == b"\x7fELF"
 
     assert apply(tmp_path, fixture("b200"), sub) == 0 and sub.read_text() == text  # applying again: no change
 
