@@ -1,9 +1,10 @@
 """Time an nvfp4_gemv submission on a cloud B200 (Modal), under the kit's harness, the
-server's own harness, or both.
+server's own harness, or both; or run the kit's own checks there.
 
     modal setup                                  # once: stores a Modal token
     modal run modal_app.py --submission submission.py --mode all --runs 3
     modal run modal_app.py --harness both        # the kit's eval.py and the server's, same GPU
+    modal run modal_app.py --job all             # the test suite, the kernel benchmark, a config sweep
 
 The GPU function lays out a harness's four files (eval.py, task.py, utils.py, reference.py)
 and the submission renamed submission.py in a temporary directory and runs ``python eval.py
@@ -17,28 +18,59 @@ hash it resolved, and every result carries it. The function returns the parsed `
 lines; the local side prints the same tables for every harness (eval.py's formatter) and
 writes a JSON file (default under benchmarks/results/).
 
-Options: see ``OPTION_HELP`` (``modal run modal_app.py --help`` prints it). Arguments are
-checked when `modal run` loads this module, before Modal is contacted.
+Jobs (``--job``; the default, ``eval``, is the above): ``check`` runs the whole test suite
+(``python3 -m pytest``) on the GPU and returns its junit summary and failures; ``bench`` runs
+``benchmarks/bench_kernel.py`` and returns its JSON and Markdown; ``sweep`` runs it with
+``--sweep`` and returns every backend's configs ranked (``benchmarks/apply_table.py`` writes the
+winners into submission.py's table); ``all`` runs the three in turn, one container each, each
+reported even if an earlier one failed. They run in a copy of the checkout in ``JOB_DIR`` (the
+kit's files, tests/, benchmarks/) and write JSON and Markdown under benchmarks/results/, named
+by step, GPU model and date, with the driver, torch and triton versions and the checkout's git
+revision ("-dirty": tracked files changed).
 
-The body of the GPU function is ``evaluate``, plain Python that runs anywhere (the tests run
-it on CPU in test mode, with stand-in server files). Modal bills the container per second
-while it runs.
+Options: see ``OPTION_HELP`` (``modal run modal_app.py --help`` prints it). Arguments are
+checked when `modal run` loads this module, before Modal is contacted, and so is Modal itself
+(a token, the network): what stops the run is one line, exit 2.
+
+The bodies of the GPU functions are ``evaluate`` and ``job_step``, plain Python that runs
+anywhere (the tests run them on CPU: test mode with stand-in server files; a small suite; a
+stand-in bench script). Modal bills the container per second while it runs.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
+import collections
+import importlib.metadata
 import inspect
 import json
+import os
+import platform
+import re
+import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
+import urllib.parse
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Literal
 
-import modal
+try:
+    import modal
+except ImportError:
+    if __name__ == "__main__":
+        print("error: the modal package is not installed here: python3 -m pip install -e \".[modal]\" "
+              "(then `modal setup` once, and `modal run modal_app.py`)", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -78,6 +110,29 @@ SERVER_DIR = "/root/server"
 PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
 FUNCTION_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": TIMEOUT_S}
+# The jobs: each step runs in its own container, in a copy of the checkout at JOB_DIR.
+JOBS = ("eval", "check", "bench", "sweep", "all")
+JOB_STEPS = ("check", "bench", "sweep")  # what --job all runs, in this order
+# Each step's limit (its process is stopped there), several times its H100 runtime: the suite
+# took 180 s (benchmarks/results/gpu-run-h100.log), bench_kernel.py runs within .ci/gpu-run's
+# 300 s, a full --sweep times ~440 configs (10 min and more).
+STEP_TIMEOUT_S = {"check": 1500, "bench": 1200, "sweep": 3000}
+JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with the container's start
+TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite runs with (pyproject's dev extra)
+JOB_DIR = "/root/kit"
+JOB_FILES = (*KIT_FILES, "submission.py", "modal_app.py", "pyproject.toml", "README.md")
+JOB_DIRS = ("tests", "benchmarks")
+JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
+# Not run in the container: the local side's tests (they run `modal` as a user does, without
+# Modal credentials, which a container holds).
+CHECK_IGNORE = ("tests/test_modal_app.py",)
+JOB_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": JOB_TIMEOUT_S}
+# bench_kernel.py options a job sets itself (not accepted in --bench-args / --sweep-args).
+JOB_SET_OPTIONS = ("json", "md", "sweep")
+# Modal's GPU types (its GPU guide, modal.com/docs/guide/gpu), any case, optionally ":N" GPUs.
+MODAL_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
+              "H100", "H100!", "H200", "B200", "B200+")
+OUTPUT_TAIL_LINES = 200  # of a step's output, kept in its result
 
 
 
@@ -98,7 +153,7 @@ def server_fetch_commands(commit: str = SERVER_COMMIT, dest: str = SERVER_DIR,
 
 # In the container the kit files sit in /root beside this module, as they do locally; the
 # server's files in SERVER_DIR (a build step: local files have to come last).
-image = (
+base_image = (
     modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON_VERSION)
     .entrypoint([])
     .apt_install("git")
@@ -106,8 +161,15 @@ image = (
     .pip_install(*PYPI_PACKAGES)
     .run_commands(*server_fetch_commands())
 )
+image = base_image
 for _name in KIT_FILES:
     image = image.add_local_file(HERE / _name, f"/root/{_name}")
+# The jobs' image: the same layers and pytest, with the checkout's files in JOB_DIR.
+job_image = base_image.pip_install(*TEST_PACKAGES)
+for _name in JOB_FILES:
+    job_image = job_image.add_local_file(HERE / _name, f"{JOB_DIR}/{_name}")
+for _name in JOB_DIRS:
+    job_image = job_image.add_local_dir(HERE / _name, f"{JOB_DIR}/{_name}", ignore=JOB_IGNORE)
 
 app = modal.App(APP_NAME)
 
@@ -142,16 +204,21 @@ def harness_revision(harness: str, server_dir: str | Path = SERVER_DIR) -> str:
     return rev.read_text().strip() if rev.is_file() else f"unknown (no {rev})"
 
 
-def gpu_name() -> str:
-    """The GPU's name from nvidia-smi (this process never touches CUDA: eval.py's processes
-    have the GPU to themselves); "cpu (no CUDA)" without one."""
+def _smi(field: str) -> str | None:
+    """One field of the first GPU from nvidia-smi (this process never touches CUDA: the
+    processes it starts have the GPU to themselves); None without one."""
     try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        proc = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return "cpu (no CUDA)"
-    names = proc.stdout.strip().splitlines()
-    return names[0].strip() if proc.returncode == 0 and names else "cpu (no CUDA)"
+        return None
+    values = proc.stdout.strip().splitlines()
+    return values[0].strip() if proc.returncode == 0 and values else None
+
+
+def gpu_name() -> str:
+    """The GPU's name from nvidia-smi; "cpu (no CUDA)" without one."""
+    return _smi("name") or "cpu (no CUDA)"
 
 
 def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
@@ -202,6 +269,128 @@ def run_remote(submission_source: str, mode: str = "all", runs: int = 1,
     """``evaluate`` once per harness (default: the kit's), in turn, on the same GPU."""
     return [evaluate(submission_source, mode, runs, test_shapes, benchmark_shapes, harness=h)
             for h in harnesses or ["kit"]]
+
+
+# ----------------------------------------------------------------------------- the jobs, GPU side
+
+def job_plan(job: str) -> list[str]:
+    if job not in JOBS or job == "eval":
+        raise ValueError(f"--job must be one of {', '.join(JOBS[1:])} here, got {job!r}")
+    return list(JOB_STEPS) if job == "all" else [job]
+
+
+def job_command(step: str, extra_args: str, out_dir: str | Path) -> list[str]:
+    """The command line of one step, run from the kit's root; its files go to ``out_dir``."""
+    if step == "check":
+        return [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                f"--junitxml={Path(out_dir) / 'junit.xml'}", *(f"--ignore={p}" for p in CHECK_IGNORE)]
+    if step not in ("bench", "sweep"):
+        raise ValueError(f"unknown step {step!r}")
+    return ([sys.executable, "benchmarks/bench_kernel.py", *(["--sweep"] if step == "sweep" else []),
+             "--json", str(Path(out_dir) / f"{step}.json"), "--md", str(Path(out_dir) / f"{step}.md")]
+            + shlex.split(extra_args))
+
+
+def job_environment() -> dict:
+    """What a step ran on: GPU, driver, torch, triton, Python, date."""
+    def version(package):
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+    return {"device": gpu_name(), "driver": _smi("driver_version") or "none", "torch": version("torch"),
+            "triton": version("triton"), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+
+
+def run_logged(cmd: list[str], cwd: str | Path, timeout: float, echo: bool = True) -> tuple[int, str, bool]:
+    """(exit status, the last OUTPUT_TAIL_LINES lines of output, whether it was stopped) of
+    ``cmd``, its output (stderr merged) echoed as it comes (Modal shows a container's output
+    live); after ``timeout`` seconds its process group is killed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVFP4_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", start_new_session=True)
+    stopped = []
+
+    def stop():
+        stopped.append(True)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, stop)
+    timer.start()
+    tail = collections.deque(maxlen=OUTPUT_TAIL_LINES)
+    try:
+        for line in proc.stdout:
+            if echo:
+                print(line, end="", flush=True)
+            tail.append(line)
+        code = proc.wait()
+    finally:
+        timer.cancel()
+    return code, "".join(tail), bool(stopped)
+
+
+def _node_id(case: ET.Element, kit_dir: Path) -> str:
+    """pytest's id of a junit testcase (tests/test_x.py::test_name[id]) where its file is found."""
+    parts = (case.get("classname") or "").split(".")
+    for i in range(len(parts), 0, -1):
+        path = "/".join(parts[:i]) + ".py"
+        if (kit_dir / path).is_file():
+            return "::".join([path, *parts[i:], case.get("name", "?")])
+    return f"{case.get('classname')}::{case.get('name')}"
+
+
+def junit_summary(path: str | Path, kit_dir: str | Path) -> dict:
+    """{"junit": counts, "failures": [{"name", "kind", "message"}], "skipped": {reason: count}}
+    of pytest's --junitxml report."""
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    counts = {key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")}
+    counts["passed"] = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    counts["seconds"] = round(sum(float(s.get("time", 0)) for s in suites), 1)
+    failures, skipped = [], collections.Counter()
+    for case in root.iter("testcase"):
+        for kind in ("failure", "error"):
+            for el in case.findall(kind):
+                message = " ".join((el.get("message") or el.text or "").split())
+                failures.append({"name": _node_id(case, Path(kit_dir)), "kind": kind, "message": message[:500]})
+        for el in case.findall("skipped"):
+            skipped[" ".join((el.get("message") or "").split())] += 1
+    return {"junit": counts, "failures": failures, "skipped": dict(skipped.most_common())}
+
+
+def job_step(step: str, extra_args: str = "", kit_dir: str | Path = JOB_DIR, echo: bool = True) -> dict:
+    """Run one step in ``kit_dir`` and return what it produced: the environment, the command,
+    exit status, seconds, whether it was stopped at its limit, the output's tail, and for
+    check the junit summary, for bench and sweep bench_kernel.py's JSON and Markdown (None
+    where the step did not write them)."""
+    kit_dir = Path(kit_dir)
+    result = {"step": step, **job_environment()}
+    with tempfile.TemporaryDirectory(prefix=f"nvfp4_{step}_") as tmp:
+        cmd = job_command(step, extra_args, tmp)
+        result["command"] = shlex.join(["python3", *cmd[1:]]).replace(tmp, "OUT")
+        t0 = time.time()
+        code, tail, stopped = run_logged(cmd, kit_dir, STEP_TIMEOUT_S[step], echo)
+        result.update(returncode=code, seconds=round(time.time() - t0, 1), timed_out=stopped, output_tail=tail)
+        out = Path(tmp)
+        if step == "check":
+            report = out / "junit.xml"
+            result.update(junit_summary(report, kit_dir) if report.is_file() else {"junit": None})
+        else:
+            written, md = out / f"{step}.json", out / f"{step}.md"
+            result["json"] = json.loads(written.read_text()) if written.is_file() else None
+            result["md"] = md.read_text() if md.is_file() else None
+    result["passed"] = code == 0 and not stopped
+    return result
+
+
+@app.function(image=job_image, **JOB_OPTIONS)
+def run_job_remote(step: str, extra_args: str = "") -> dict:
+    """One step of a job (``job_step``) in the copy of the checkout in JOB_DIR."""
+    return job_step(step, extra_args)
 
 
 # ----------------------------------------------------------------------------- the local side
@@ -260,6 +449,147 @@ def default_out(gpu: str) -> Path:
     return RESULTS_DIR / f"modal-{gpu.lower().replace(':', 'x')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
 
+def _slug(name: str) -> str:
+    """A GPU model as a file-name part: "NVIDIA B200" -> "nvidia-b200"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
+
+
+def _provenance_line(info: dict) -> str:
+    return (f"{info.get('device', '?')}, driver {info.get('driver', '?')}, torch {info.get('torch', '?')}, "
+            f"triton {info.get('triton', '?')}, Python {info.get('python', '?')}; {info.get('date', '?')}; "
+            f"kit {info.get('kit_revision', '?')} (kernel revision {info.get('kernel_revision', '?')})")
+
+
+def _output_block(result: dict, lines: int = 40) -> list[str]:
+    tail = "".join((result.get("output_tail") or "").splitlines(True)[-lines:]).rstrip()
+    return ["Output (tail):", "", "```", tail or "(none)", "```"]
+
+
+def _step_verdict(result: dict) -> str:
+    """One line: the step's verdict and why."""
+    if result.get("error"):
+        return f"FAIL ({result['error']})"
+    why = (f"stopped at its limit of {STEP_TIMEOUT_S[result['step']]} s" if result.get("timed_out")
+           else f"exit {result.get('returncode')}")
+    counts = result.get("junit")
+    if counts:
+        why = (f"{counts['passed']} passed, {counts['failures']} failed, {counts['errors']} with errors, "
+               f"{counts['skipped']} skipped in {counts['seconds']} s; " + why)
+    return ("PASS" if result.get("passed") else "FAIL") + f" ({why})"
+
+
+def sweep_tables(sweeps: dict, top: int | None = None) -> list[str]:
+    """Markdown: per "shape backend" of a sweep, its configs ranked as benchmarks/apply_table.py
+    ranks them (server-protocol time; clean time within 1%), wrong ones and probes counted."""
+    from benchmarks.apply_table import rank
+
+    out = []
+    for key, records in sweeps.items():
+        ranked = rank(records)
+        wrong = sum(1 for r in records if r.get("bad") and r["bad"] != ["probe"])
+        shown = ranked if top is None else ranked[:top]
+        out += [f"### {key}: {len(ranked)} configs ranked, {wrong} wrong"
+                + ("" if len(shown) == len(ranked) else f" (the first {len(shown)})"), ""]
+        if not ranked:
+            continue
+        out += ["| rank | config | server µs | clean µs | server ceiling / kernel | ceiling / kernel |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {i} | {tuple(r['cfg'])} | {r['server_us']:.2f} | {r['us']:.2f} | "
+                f"{r.get('server_ratio', float('nan')):.3f} | {r.get('ratio', float('nan')):.3f} |"
+                for i, r in enumerate(shown, 1)]
+        out.append("")
+    return out
+
+
+def job_report(result: dict, provenance: dict) -> tuple[dict, str, str]:
+    """(the record written as JSON, its Markdown, a shorter text for the terminal) of one
+    step's result. bench and sweep: bench_kernel.py's JSON (info, command, rows, sweeps),
+    ``info`` completed with the driver and the checkout's revision, plus ``job``; check:
+    ``info``, ``job``, the junit counts, failures and skip reasons."""
+    step = result["step"]
+    env = {k: result[k] for k in ("device", "driver", "torch", "triton", "python", "date") if k in result}
+    job = {k: result.get(k) for k in ("step", "command", "returncode", "seconds", "timed_out", "passed", "error",
+                                      "output_tail")}
+    bench = result.get("json") if step != "check" else None
+    info = {**env, **provenance, **((bench or {}).get("info") or {})}
+    info["kit_revision"] = provenance["kit_revision"]  # the container has no git checkout
+    if step == "check":
+        record = {"info": info, "job": job, **{k: result.get(k) for k in ("junit", "failures", "skipped")}}
+    else:
+        record = {**(bench or {}), "info": info, "job": job}
+    title = {"check": "Test suite", "bench": "Kernel benchmark", "sweep": "Config sweep"}[step]
+    head = [f"# {title} on {info.get('device', 'an unknown GPU')}", "",
+            f"`modal run modal_app.py --job {step}`: {_provenance_line(info)}.", "",
+            f"Command (in the container, from the kit's root): `{result.get('command', '?')}`", "",
+            f"{step}: {_step_verdict(result)}", ""]
+    body = []
+    if step == "check":
+        if result.get("failures"):
+            body += ["Failures:", ""] + [f"- `{f['name']}` ({f['kind']}): {f['message']}" for f in result["failures"]]
+            body.append("")
+        if result.get("skipped"):
+            body += ["Skipped, by reason:", ""] + [f"- {n} x {why}" for why, n in result["skipped"].items()] + [""]
+        if not result.get("junit") or result.get("failures"):
+            body += _output_block(result)
+        return record, "\n".join(head + body) + "\n", "\n".join(head + body)
+    short = []
+    if step == "sweep" and bench and bench.get("sweeps"):
+        body += ["## Ranked configs", ""] + sweep_tables(bench["sweeps"])
+        short += ["## Ranked configs (the first 5 of each)", ""] + sweep_tables(bench["sweeps"], top=5)
+    if result.get("md"):
+        table = re.sub(r"^# ", "## ", result["md"], count=1, flags=re.M)
+        body += [table]
+        short += [table]
+    if not result.get("passed"):
+        body += _output_block(result)
+        short += _output_block(result)
+    return record, "\n".join(head + body) + "\n", "\n".join(head + short)
+
+
+def write_report(out_dir: Path, record: dict, markdown: str, step: str, when: str) -> tuple[Path, Path]:
+    """benchmarks/results/STEP-GPU-DATE.json and .md (GPU: the model that ran)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"{step}-{_slug(record['info'].get('device') or 'unknown')}-{when}"
+    paths = stem.with_suffix(".json"), stem.with_suffix(".md")
+    paths[0].write_text(json.dumps(record, indent=1, default=str) + "\n")
+    paths[1].write_text(markdown)
+    return paths
+
+
+def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str) -> int:
+    """The local side of the jobs: each step in its own container, in turn; each one's results
+    printed and written as soon as it returns, whatever the earlier ones did. Exit status: 0
+    every step passed, 1 one failed (2: Modal could not be reached; stops at once)."""
+    from benchmarks.apply_table import kernel_revision, kit_revision
+
+    provenance = {"kit_revision": kit_revision(HERE), "kernel_revision": kernel_revision(HERE / "submission.py"),
+                  "gpu_requested": gpu}
+    out_dir = Path(out) if out else RESULTS_DIR
+    fn = run_job_remote if gpu == DEFAULT_GPU else run_job_remote.with_options(gpu=gpu)
+    extra = {"check": "", "bench": bench_args, "sweep": sweep_args}
+    verdicts = []
+    for step in job_plan(job):
+        print(f"running {step} on Modal ({gpu}), kit {provenance['kit_revision']} ...", file=sys.stderr)
+        try:
+            result = fn.remote(step, extra[step])
+        except modal.exception.AuthError:
+            _fail(NO_TOKEN)
+        except modal.exception.ConnectionError as exc:
+            _fail(f"error: cannot reach Modal: {' '.join(str(exc).split())}")
+        except Exception as exc:  # the container failed: image build, timeout, GPU unavailable...
+            result = {"step": step, "device": gpu, "passed": False,
+                      "error": f"the remote run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}"}
+        record, markdown, short = job_report(result, provenance)
+        paths = write_report(out_dir, record, markdown, step, time.strftime("%Y%m%d-%H%M%S"))
+        print(short)
+        if step == "sweep" and result.get("json"):
+            print(f"to write the winners into submission.py's table: python3 benchmarks/apply_table.py {paths[0]}")
+        print(f"{step} results written to {paths[0]} and {paths[1]}", file=sys.stderr)
+        verdicts.append((step, result))
+    print("\n".join(f"{step}: {_step_verdict(result)}" for step, result in verdicts))
+    return 0 if all(result.get("passed") for _, result in verdicts) else 1
+
+
 def _has_token() -> bool:
     from modal.config import config
     return bool(config.get("token_id")) and bool(config.get("token_secret"))
@@ -271,26 +601,38 @@ NO_TOKEN = "error: no Modal token found. Run `modal setup` once (or set MODAL_TO
 # builds its options from main()'s signature without any help text, so this module prints
 # this table for `modal run modal_app.py --help` (see preflight).
 OPTION_HELP = {
-    "submission": ("PATH", "the submission file (default submission.py)"),
-    "mode": ("|".join(MODES), "test, benchmark or leaderboard; all = the three in turn, each only if the "
-             "previous passed (default all)"),
-    "harness": ("|".join(HARNESSES), "kit = this repository's eval.py, task.py, utils.py, reference.py; "
+    "job": ("|".join(JOBS), "eval = time a submission with eval.py (the options below; the default); "
+            "check = the kit's whole test suite on the GPU (junit counts, failures); bench = "
+            "benchmarks/bench_kernel.py (kernel times against the read ceiling); sweep = bench_kernel.py "
+            "--sweep (every backend's configs ranked; apply the winners with benchmarks/apply_table.py); "
+            "all = check, bench, sweep in turn, each reported even if an earlier one failed. The jobs run "
+            "this checkout's files and write JSON and Markdown per step to --out"),
+    "submission": ("PATH", "eval: the submission file (default submission.py)"),
+    "mode": ("|".join(MODES), "eval: test, benchmark or leaderboard; all = the three in turn, each only if "
+             "the previous passed (default all)"),
+    "harness": ("|".join(HARNESSES), "eval: kit = this repository's eval.py, task.py, utils.py, reference.py; "
                 f"server = those of {SERVER_REPO_URL.split('github.com/')[-1]} at {SERVER_COMMIT} (fetched when "
                 "the image is built); both = kit, then server, in one container on the same GPU (default kit)"),
-    "runs": ("N", "how often each timed mode runs, at least 1 (default 1): every run's table, then the "
+    "runs": ("N", "eval: how often each timed mode runs, at least 1 (default 1): every run's table, then the "
              "average of the per-run geometric means"),
-    "gpu": ("NAME", f"the Modal GPU type (default {DEFAULT_GPU}; e.g. H100). The server's reference.py uses "
-            "FP4 torch._scaled_mm, which needs a B200"),
-    "out": ("PATH", "where the JSON results go (default benchmarks/results/modal-GPU-DATE.json)"),
+    "gpu": ("NAME", f"the Modal GPU type (default {DEFAULT_GPU}; e.g. H100; one of {', '.join(MODAL_GPUS)}, "
+            "with :N for N GPUs). The server's reference.py uses FP4 torch._scaled_mm, which needs a B200"),
+    "out": ("PATH", "eval: where the JSON results go (default benchmarks/results/modal-GPU-DATE.json); the "
+            "other jobs: the folder for their STEP-GPU-DATE.json and .md (default benchmarks/results)"),
+    "bench_args": ("ARGS", "bench: more options for bench_kernel.py, one quoted string (e.g. \"--shapes all "
+                   "--reps 80\"); checked against bench_kernel.py's options before Modal is contacted"),
+    "sweep_args": ("ARGS", "sweep: more options for bench_kernel.py --sweep, one quoted string (e.g. "
+                   "\"--backends cuda\", or \"--grid benchmarks/FILE.json\" for a shorter grid)"),
 }
 
 
 def help_text() -> str:
     lines = ["Usage: modal run modal_app.py [OPTIONS]", "",
              "  Run an nvfp4_gemv submission on a Modal GPU under the kit's harness, the server's own",
-             "  harness, or both; print eval.py's tables; write the results as JSON.", "", "Options:"]
+             "  harness, or both; print eval.py's tables; write the results as JSON. Or (--job) run the",
+             "  kit's test suite, kernel benchmark and config sweep there.", "", "Options:"]
     for name, (metavar, text) in OPTION_HELP.items():
-        lines.append(f"  --{name} {metavar}")
+        lines.append(f"  --{name.replace('_', '-')} {metavar}")
         lines += textwrap.wrap(text, 96, initial_indent="      ", subsequent_indent="      ",
                                break_on_hyphens=False)
     lines += ["  -h, --help", "      this text", "",
@@ -298,9 +640,95 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-def check_args(submission: str, mode: str, harness: str, runs) -> str | None:
+class _OptionError(ValueError):
+    """A bench_kernel.py option that does not parse."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _OptionError(message)
+
+
+def _option_value(node: ast.expr, consts: dict, modules: dict):
+    """The value of an add_argument keyword where it can be known without running the script:
+    a literal, a module constant, an attribute of eval.py (the kit's harness); else None."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        pass
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and modules.get(node.value.id) == "eval":
+        return getattr(kit_eval, node.attr, None)
+    return None
+
+
+def bench_option_parser(path: str | Path = HERE / "benchmarks" / "bench_kernel.py") -> argparse.ArgumentParser:
+    """A parser with bench_kernel.py's options, read from its ``add_argument`` calls (the script
+    imports torch, which the local side need not have): each option's names, whether it takes
+    a value, int/float types and choices where they are literal. Errors raise ValueError."""
+    tree = ast.parse(Path(path).read_text())
+    consts, modules = {}, {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            consts[node.targets[0].id] = _option_value(node.value, {}, {})
+        elif isinstance(node, ast.Import):
+            modules.update({a.asname or a.name: a.name for a in node.names})
+    parser = _Parser(prog="bench_kernel.py", add_help=False)
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
+    for call in calls:
+        if call.func.attr != "add_argument":
+            continue
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if not flags or not all(f.startswith("-") for f in flags):
+            continue
+        kwargs = {}
+        for kw in call.keywords:
+            value = _option_value(kw.value, consts, modules)
+            if kw.arg == "action" and value in ("store_true", "store_false", "count", "append", "extend", "store"):
+                kwargs["action"] = value
+            elif kw.arg == "action" and value in ("store_const", "append_const"):
+                kwargs["action"] = "store_true"
+            elif kw.arg == "type" and isinstance(kw.value, ast.Name) and kw.value.id in ("int", "float"):
+                kwargs["type"] = {"int": int, "float": float}[kw.value.id]
+            elif kw.arg == "choices" and isinstance(value, (list, tuple)):
+                kwargs["choices"] = value
+            elif kw.arg == "nargs" and value is not None:
+                kwargs["nargs"] = value
+        parser.add_argument(*flags, **kwargs)
+    return parser
+
+
+def bench_args_problem(flag: str, text: str, root: Path = HERE) -> str | None:
+    """Why ``text`` (options for bench_kernel.py, as one string) would not run, or None."""
+    try:
+        args = bench_option_parser(root / "benchmarks" / "bench_kernel.py").parse_args(shlex.split(text))
+    except ValueError as exc:  # shlex's unbalanced quotes, or the parser's error
+        return f"error: {flag} {text!r}: {exc} (bench_kernel.py's options: python3 benchmarks/bench_kernel.py --help)"
+    taken = [f"--{name}" for name in JOB_SET_OPTIONS if getattr(args, name, None) not in (None, False)]
+    if taken:
+        return f"error: {flag}: {', '.join(taken)} is set by the job itself"
+    grid = getattr(args, "grid", None)
+    if grid:
+        path = (root / grid).resolve()
+        inside = [path.relative_to(d) for d in ((root / d).resolve() for d in JOB_DIRS) if d in path.parents]
+        if Path(grid).is_absolute() or not path.is_file() or not inside or "results" in inside[0].parts:
+            return (f"error: {flag}: --grid {grid} must be a file of this checkout under "
+                    f"{' or '.join(d + '/' for d in JOB_DIRS)} (not results/): what the container gets")
+    return None
+
+
+def gpu_problem(gpu: str) -> str | None:
+    kind, colon, count = gpu.partition(":")
+    if kind.upper() in MODAL_GPUS and (not colon or (count.isdigit() and int(count) >= 1)):
+        return None
+    return f"error: --gpu must be a Modal GPU type ({', '.join(MODAL_GPUS)}), optionally with :N; got {gpu!r}"
+
+
+def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval", gpu: str = DEFAULT_GPU,
+               bench_args: str = "", sweep_args: str = "") -> str | None:
     """The first argument error (a message), or None. ``runs`` may be the raw text."""
-    for flag, value, choices in (("--mode", mode, MODES), ("--harness", harness, HARNESSES)):
+    for flag, value, choices in (("--job", job, JOBS), ("--mode", mode, MODES), ("--harness", harness, HARNESSES)):
         if value not in choices:
             return f"error: {flag} must be one of {', '.join(choices)}, got {value!r}"
     try:
@@ -309,7 +737,12 @@ def check_args(submission: str, mode: str, harness: str, runs) -> str | None:
         return f"error: --runs must be a whole number (at least 1), got {runs!r}"
     if n < 1:
         return f"error: --runs must be at least 1, got {n}"
-    if not Path(submission).is_file():
+    problem = gpu_problem(gpu)
+    for flag, text in (("--bench-args", bench_args), ("--sweep-args", sweep_args)):
+        problem = problem or (bench_args_problem(flag, text) if text.strip() else None)
+    if problem:
+        return problem
+    if job == "eval" and not Path(submission).is_file():
         return f"error: submission file {submission} not found"
     return None
 
@@ -327,12 +760,19 @@ def _fail(message: str, code: int = 2):
 
 
 @app.local_entrypoint()
-def main(submission: str = "submission.py", mode: Literal[MODES] = "all", harness: Literal[HARNESSES] = "kit",
-         runs: int = 1, gpu: str = DEFAULT_GPU, out: str = ""):
-    """The local side: check the arguments, run the harnesses remotely, print and save."""
-    problem = check_args(submission, mode, harness, runs)
+def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: Literal[MODES] = "all",
+         harness: Literal[HARNESSES] = "kit", runs: int = 1, gpu: str = DEFAULT_GPU, out: str = "",
+         bench_args: str = "", sweep_args: str = ""):
+    """The local side: check the arguments, run the harnesses (or the job's steps) remotely,
+    print and save."""
+    problem = check_args(submission, mode, harness, runs, job, gpu, bench_args, sweep_args)
     if problem:
         _fail(problem)
+    if job != "eval":
+        code = run_jobs(job, gpu, out, bench_args, sweep_args)
+        if code:
+            raise SystemExit(code)
+        return
     warning = gpu_warning(harness, gpu)
     if warning:
         print(warning, file=sys.stderr)
@@ -376,18 +816,38 @@ def _flag(argv: list[str], name: str, default: str) -> str:
     return value
 
 
+def modal_unreachable(timeout: float = 10) -> str | None:
+    """Why Modal's server cannot be reached from here (one line), or None: a TCP connection
+    to it (without one `modal run` retries for about a minute, then prints a traceback)."""
+    from modal.config import config
+
+    url = urllib.parse.urlsplit((config.get("server_url") or "https://api.modal.com").split(",")[0].strip())
+    host, port = url.hostname or "api.modal.com", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        return f"error: cannot reach Modal at {host}:{port} ({why}): check the network connection"
+    return None
+
+
 def preflight(argv: list[str]) -> tuple[int, str] | None:
     """(exit status, text) if ``modal run modal_app.py ARGS`` should stop before Modal is
-    contacted (status 0: the help text, for stdout), else None."""
+    contacted (status 0: the help text, for stdout), else None: a bad argument, no token, no
+    connection to Modal."""
     if any(a in ("-h", "--help") for a in argv):
         return 0, help_text()
     defaults = {name: p.default for name, p in inspect.signature(main.info.raw_f).parameters.items()}
-    args = {name: _flag(argv, f"--{name}", str(defaults[name])) for name in defaults}
-    problem = check_args(args["submission"], args["mode"], args["harness"], args["runs"])
+    args = {name: _flag(argv, "--" + name.replace("_", "-"), str(defaults[name])) for name in defaults}
+    problem = check_args(args["submission"], args["mode"], args["harness"], args["runs"], args["job"], args["gpu"],
+                         args["bench_args"], args["sweep_args"])
     if problem:
         return 2, problem
     if not _has_token() and _flag(argv, "--profile", "") == "":  # another profile: modal checks
         return 2, NO_TOKEN
+    unreachable = modal_unreachable()
+    if unreachable:
+        return 2, unreachable
     return None
 
 
@@ -402,3 +862,7 @@ if __name__ != "__main__" and _loaded_by_modal_run():
     if _stop:
         print(_stop[1], file=sys.stdout if _stop[0] == 0 else sys.stderr)
         raise SystemExit(_stop[0])
+elif __name__ == "__main__":
+    print(f"error: this file runs through Modal: modal run modal_app.py {shlex.join(sys.argv[1:])}".rstrip()
+          + " (modal run modal_app.py --help lists the options)", file=sys.stderr)
+    raise SystemExit(2)

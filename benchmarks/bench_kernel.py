@@ -79,6 +79,7 @@ def _load_submission():
 
 submission = _load_submission()
 from benchmarks import timing  # noqa: E402
+from benchmarks.apply_table import kernel_revision, kit_revision  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
 N_SETS = 8
@@ -179,6 +180,7 @@ def env_info() -> dict:
         "sms": p.multi_processor_count, "l2_mb": getattr(p, "L2_cache_size", 0) / 1e6,
         "torch": torch.__version__, "triton": triton.__version__, "date": datetime.date.today().isoformat(),
         "backend_support": {k: list(v) for k, v in submission.backend_support(torch.device("cuda")).items()},
+        "kernel_revision": kernel_revision(submission.__file__), "kit_revision": kit_revision(ROOT),
     }
 
 

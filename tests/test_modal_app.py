@@ -74,8 +74,12 @@ def test_modal_run_help_describes_every_option(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     for name, (metavar, what) in modal_app.OPTION_HELP.items():
-        assert f"--{name} {metavar}" in text and " ".join(what.split()) in text, name
+        assert f"--{name.replace('_', '-')} {metavar}" in text and " ".join(what.split()) in text, name
     assert "--mode test|benchmark|leaderboard|all" in text and "--harness kit|server|both" in text
+    assert "--job eval|check|bench|sweep|all" in text
+    for job in ("check = the kit's whole test suite", "bench = benchmarks/bench_kernel.py", "sweep = bench_kernel.py",
+                "all = check, bench, sweep in turn"):
+        assert job in text, job
 
 
 ARG_ERRORS = [
@@ -413,3 +417,371 @@ def test_server_harness_run_folder_command_lines_and_parsing(tmp_path, monkeypat
     text = modal_app.report(result)
     assert f"=== harness: server (the server's files, gpu-mode/reference-kernels at {full})" in text
     assert "FAIL: Number of mismatched elements: 3" in text and text.rstrip().endswith("server: FAIL")
+
+
+# --------------------------------------------------------------------------- the jobs: settings and arguments
+
+
+def test_job_settings():
+    """The jobs' function: the default GPU, a limit above every step's own, the eval image's
+    layers plus pytest, and the checkout's files in JOB_DIR (every top-level module the suite
+    imports, tests/ and benchmarks/)."""
+    assert modal_app.JOB_OPTIONS == {"gpu": "B200", "timeout": modal_app.JOB_TIMEOUT_S}
+    assert modal_app.JOB_TIMEOUT_S > max(modal_app.STEP_TIMEOUT_S.values())
+    assert set(modal_app.STEP_TIMEOUT_S) == set(modal_app.JOB_STEPS) == {"check", "bench", "sweep"}
+    spec = getattr(modal_app.run_job_remote, "_spec_", None)  # Modal internals: checked where present
+    if spec is not None:
+        assert spec.gpus == "B200"
+    assert any(p.startswith("pytest==") for p in modal_app.TEST_PACKAGES)
+    assert {p.name for p in ROOT.glob("*.py")} <= set(modal_app.JOB_FILES)
+    for name in (*modal_app.JOB_FILES, *modal_app.JOB_DIRS, *modal_app.CHECK_IGNORE):
+        assert (ROOT / name).exists(), name
+    shipped = modal.FilePatternMatcher(*modal_app.JOB_IGNORE)  # True: left out of JOB_DIR
+    assert shipped(modal_app.Path("results")) and shipped(modal_app.Path("results/bench-h100.md"))
+    assert shipped(modal_app.Path("fixtures/__pycache__/a.pyc"))
+    assert not shipped(modal_app.Path("bench_kernel.py")) and not shipped(modal_app.Path("fixtures/sweep-b200.json"))
+    assert inspect.signature(modal_app.main.info.raw_f).parameters["job"].default == "eval"
+
+
+JOB_ARG_ERRORS = [
+    (["--job", "bogus"], "--job must be one of eval, check, bench, sweep, all, got 'bogus'"),
+    (["--gpu", "B300"], "--gpu must be a Modal GPU type"),
+    (["--job", "check", "--gpu", "H100:x"], "got 'H100:x'"),
+    (["--job", "bench", "--bench-args", "--no-such-option 1"], "unrecognized arguments: --no-such-option 1"),
+    (["--job", "bench", "--bench-args=--reps x"], "argument --reps: invalid int value: 'x'"),
+    (["--job", "sweep", "--sweep-args", "--shapes some"], "argument --shapes: invalid choice: 'some'"),
+    (["--job", "sweep", "--sweep-args", "--json mine.json"], "--sweep-args: --json is set by the job itself"),
+    (["--job", "all", "--bench-args", '--shapes "all'], "No closing quotation"),
+    (["--job", "sweep", "--sweep-args", "--grid /tmp/grid.json"], "must be a file of this checkout under tests/"),
+]
+
+
+@pytest.mark.parametrize("args,message", JOB_ARG_ERRORS, ids=[" ".join(a) for a, _ in JOB_ARG_ERRORS])
+def test_modal_run_rejects_bad_job_arguments_before_connecting(tmp_path, args, message):
+    env = no_token_env(tmp_path)
+    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
+    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["--job", "all"]], ids=["no arguments (eval)", "--job all"])
+def test_modal_unreachable_is_one_line(tmp_path, args):
+    """A token but no way to Modal's server (here a closed local port as the server): one line,
+    exit 2, at once (modal itself would retry for a minute, then print a traceback)."""
+    env = no_token_env(tmp_path)
+    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test", MODAL_SERVER_URL="https://127.0.0.1:9")
+    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert "error: cannot reach Modal at 127.0.0.1:9" in proc.stderr
+
+
+def test_without_modal_or_modal_run_it_says_so_in_one_line(tmp_path):
+    """`python3 modal_app.py` where the modal package is missing names the install; with it,
+    the `modal run` command line to use. Exit 2 both."""
+    hide = ("import runpy, sys; sys.modules['modal'] = None; sys.argv = ['modal_app.py', '--job', 'all']; "
+            "runpy.run_path('modal_app.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", hide], cwd=ROOT, env=no_token_env(tmp_path), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the modal package is not installed" in proc.stderr and 'pip install -e ".[modal]"' in proc.stderr
+    proc = subprocess.run([sys.executable, "modal_app.py", "--job", "all"], cwd=ROOT, env=no_token_env(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "modal run modal_app.py --job all" in proc.stderr
+
+
+def test_bench_option_parser_mirrors_bench_kernel():
+    """The options checked locally are bench_kernel.py's own (read from its source, since the
+    local side may lack torch): the same names, values taken or not, int types and choices."""
+    from benchmarks import bench_kernel
+
+    def options(parser):
+        return {tuple(a.option_strings): a for a in parser._actions if a.option_strings and a.dest != "help"}
+
+    real, mirror = options(bench_kernel.build_parser()), options(modal_app.bench_option_parser())
+    assert set(real) == set(mirror)
+    for flags, action in real.items():
+        copy = mirror[flags]
+        assert copy.nargs == action.nargs and copy.dest == action.dest, flags
+        assert copy.type == (action.type if action.type in (int, float) else None), flags
+        assert list(copy.choices or []) == list(action.choices or []), flags
+
+
+def test_click_passes_quoted_bench_args_through():
+    """`modal run` builds its options from main(): a quoted option string that starts with
+    "--" arrives whole (checked with modal's own command builder, where it has one)."""
+    run = pytest.importorskip("modal.cli.run")
+    build = getattr(run, "_get_click_command_for_local_entrypoint", None)
+    if build is None:
+        pytest.skip("this modal version builds its command line elsewhere")
+    command = build(modal_app.app, modal_app.main)
+    ctx = command.make_context("modal_app.py", ["--job", "bench", "--bench-args", "--shapes all --reps 80",
+                                                "--sweep-args=--backends cuda"])
+    assert ctx.params["job"] == "bench" and ctx.params["bench_args"] == "--shapes all --reps 80"
+    assert ctx.params["sweep_args"] == "--backends cuda" and ctx.params["mode"] == "all"
+
+
+def test_preflight_lets_good_job_arguments_through(monkeypatch):
+    monkeypatch.setattr(modal_app, "_has_token", lambda: True)
+    monkeypatch.setattr(modal_app, "modal_unreachable", lambda: None)
+    assert modal_app.preflight(["--job", "all", "--gpu", "h100", "--bench-args", "--shapes all",
+                                "--sweep-args", "--backends cuda --reps 20"]) is None
+    assert modal_app.preflight([]) is None  # the default: eval of submission.py
+    monkeypatch.setattr(modal_app, "modal_unreachable", lambda: "error: cannot reach Modal at x:443 (down)")
+    assert modal_app.preflight(["--job", "check"]) == (2, "error: cannot reach Modal at x:443 (down)")
+
+
+# --------------------------------------------------------------------------- the jobs: the GPU side, run here
+
+DEMO_SUITE = textwrap.dedent('''
+    import pytest
+
+
+    def test_ok():
+        assert 1 + 1 == 2
+
+
+    @pytest.mark.parametrize("x", [1, 2])
+    def test_compare(x):
+        assert x == 1, f"x is {x}"
+
+
+    @pytest.mark.skip(reason="needs a CUDA GPU")
+    def test_skipped():
+        pass
+
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("fixture broke")
+
+
+    def test_error(broken):
+        pass
+''')
+
+
+def test_check_step_runs_pytest_and_returns_the_junit_summary(tmp_path):
+    """The check body on a small suite: counts, each failure's pytest id and message, skip
+    reasons; a failed test fails the step."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_demo.py").write_text(DEMO_SUITE)
+    result = modal_app.job_step("check", kit_dir=tmp_path, echo=False)
+    assert result["junit"] == {"tests": 5, "failures": 1, "errors": 1, "skipped": 1, "passed": 2,
+                               "seconds": result["junit"]["seconds"]}
+    assert result["failures"][0] == {"name": "tests/test_demo.py::test_compare[2]", "kind": "failure",
+                                      "message": "AssertionError: x is 2 assert 2 == 1"}
+    assert result["failures"][1]["name"] == "tests/test_demo.py::test_error" and "fixture broke" in \
+        result["failures"][1]["message"]
+    assert result["skipped"] == {"needs a CUDA GPU": 1}
+    assert result["returncode"] == 1 and result["passed"] is False and result["timed_out"] is False
+    assert result["command"].startswith("python3 -m pytest -q -rs -p no:cacheprovider --junitxml=OUT/junit.xml")
+    (tmp_path / "tests" / "test_demo.py").write_text("def test_ok():\n    pass\n")
+    assert modal_app.job_step("check", kit_dir=tmp_path, echo=False)["passed"] is True
+
+
+def test_check_command_collects_the_whole_suite(tmp_path):
+    """What the check step runs, with --collect-only here: every test file of the kit but the
+    local side's, no error."""
+    cmd = modal_app.job_command("check", "", tmp_path)
+    proc = subprocess.run([*cmd, "--collect-only"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    files = {line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line}
+    expected = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")} - set(modal_app.CHECK_IGNORE)
+    assert files == expected
+
+
+# A stand-in for bench_kernel.py: records its arguments, prints a line, writes the recorded
+# B200 sweep as its JSON and a table as its Markdown (or sleeps, for the time limit).
+FAKE_BENCH = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+
+    argv = sys.argv[1:]
+    Path(os.environ["FAKE_BENCH_RECORD"]).write_text(json.dumps(argv))
+    if os.environ.get("FAKE_BENCH_SLEEP"):
+        time.sleep(float(os.environ["FAKE_BENCH_SLEEP"]))
+    print("== 7168x16384x1: a progress line", flush=True)
+    Path(argv[argv.index("--json") + 1]).write_text(Path(os.environ["FAKE_BENCH_JSON"]).read_text())
+    Path(argv[argv.index("--md") + 1]).write_text("# Kernel benchmark results\\n\\n| shape | ... |\\n")
+""")
+
+
+@pytest.fixture
+def fake_kit(tmp_path, monkeypatch):
+    kit = tmp_path / "kit"
+    (kit / "benchmarks").mkdir(parents=True)
+    (kit / "benchmarks" / "bench_kernel.py").write_text(FAKE_BENCH)
+    monkeypatch.setenv("FAKE_BENCH_RECORD", str(tmp_path / "argv.json"))
+    monkeypatch.setenv("FAKE_BENCH_JSON", str(FIXTURES / "sweep-b200.json"))
+    return kit
+
+
+@pytest.mark.parametrize("step, extra, argv", [
+    ("bench", "--shapes all --reps 80", ["--json", "OUT/bench.json", "--md", "OUT/bench.md", "--shapes", "all",
+                                         "--reps", "80"]),
+    ("sweep", "--backends 'cuda'", ["--sweep", "--json", "OUT/sweep.json", "--md", "OUT/sweep.md", "--backends",
+                                    "cuda"]),
+], ids=["bench", "sweep"])
+def test_bench_steps_pass_their_arguments_and_return_the_files(fake_kit, tmp_path, step, extra, argv):
+    result = modal_app.job_step(step, extra, kit_dir=fake_kit, echo=False)
+    seen = json.loads((tmp_path / "argv.json").read_text())
+    assert [re.sub(r"^/.*/(\w+\.(json|md))$", r"OUT/\1", a) for a in seen] == argv
+    assert result["command"] == "python3 benchmarks/bench_kernel.py " + " ".join(argv)
+    assert result["json"] == json.loads((FIXTURES / "sweep-b200.json").read_text())
+    assert result["md"].startswith("# Kernel benchmark results")
+    assert result["passed"] is True and "a progress line" in result["output_tail"]
+
+
+def test_a_step_is_stopped_at_its_limit(fake_kit, monkeypatch):
+    monkeypatch.setenv("FAKE_BENCH_SLEEP", "60")
+    monkeypatch.setitem(modal_app.STEP_TIMEOUT_S, "bench", 2)
+    t0 = time.monotonic()
+    result = modal_app.job_step("bench", "", kit_dir=fake_kit, echo=False)
+    assert time.monotonic() - t0 < 30
+    assert result["timed_out"] is True and result["passed"] is False and result["json"] is None
+
+
+@pytest.mark.skipif(modal_app.gpu_name() != "cpu (no CUDA)", reason="checks bench_kernel.py's refusal without a GPU")
+def test_bench_step_without_a_gpu_reports_bench_kernels_refusal():
+    result = modal_app.job_step("bench", "", kit_dir=ROOT, echo=False)
+    assert result["returncode"] == 2 and result["passed"] is False and result["json"] is None
+    assert "needs a CUDA GPU" in result["output_tail"]
+    provenance = {"kit_revision": "r", "kernel_revision": "k", "gpu_requested": "B200"}
+    _, markdown, _ = modal_app.job_report(result, provenance)
+    assert "bench: FAIL (exit 2)" in markdown and "needs a CUDA GPU" in markdown
+
+
+# --------------------------------------------------------------------------- the jobs: the local side
+
+
+class FakeJobs:
+    """Stands in for the jobs' Modal function: one outcome (a result, or an exception to raise)
+    per step; records the calls and the GPU asked for."""
+
+    def __init__(self, outcomes):
+        self.outcomes, self.calls, self.gpu = outcomes, [], None
+
+    def with_options(self, gpu):
+        self.gpu = gpu
+        return self
+
+    def remote(self, step, extra):
+        self.calls.append((step, extra))
+        outcome = self.outcomes[step]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+ENV = {"device": "NVIDIA B200", "driver": "580.65.06", "torch": "2.9.1+cu130", "triton": "3.5.1",
+       "python": "3.12.12", "date": "2026-12-01"}
+
+
+def check_result(passed: bool) -> dict:
+    failures = [] if passed else [{"name": "tests/test_cuda_backend.py::test_gpu_shapes[x]", "kind": "failure",
+                                   "message": "AssertionError: mismatch"}]
+    return {"step": "check", **ENV, "command": "python3 -m pytest -q", "returncode": 0 if passed else 1,
+            "seconds": 200.0, "timed_out": False, "output_tail": "...\n", "passed": passed,
+            "junit": {"tests": 430, "failures": len(failures), "errors": 0, "skipped": 10,
+                      "passed": 420 - len(failures), "seconds": 190.2},
+            "failures": failures, "skipped": {"checks the CPU refusal": 10}}
+
+
+def sweep_result() -> dict:
+    results = json.loads((FIXTURES / "sweep-b200.json").read_text())
+    results["info"].update(kernel_revision=apply_table_kernel_revision(), kit_revision="unknown")
+    return {"step": "sweep", **ENV, "command": "python3 benchmarks/bench_kernel.py --sweep", "returncode": 0,
+            "seconds": 900.0, "timed_out": False, "output_tail": "", "passed": True, "json": results,
+            "md": "# Kernel benchmark results\n\n| table |\n"}
+
+
+def apply_table_kernel_revision():
+    from benchmarks import apply_table
+    return apply_table.kernel_revision()
+
+
+def test_job_all_reports_every_step_even_after_a_failure(tmp_path, monkeypatch, capsys):
+    """check fails, bench's container fails, sweep passes: all three run in turn, each printed
+    and written (JSON and Markdown named by step, GPU model and date) with the checkout's
+    revision; the sweep's JSON is what apply_table reads; exit 1."""
+    from benchmarks import apply_table
+
+    fake = FakeJobs({"check": check_result(False), "bench": RuntimeError("container exited\nwith code 137"),
+                     "sweep": sweep_result()})
+    monkeypatch.setattr(modal_app, "run_job_remote", fake)
+    with pytest.raises(SystemExit) as exc:
+        entry(job="all", out=str(tmp_path / "out"), bench_args="--shapes all", sweep_args="--backends cuda")
+    assert exc.value.code == 1
+    assert fake.calls == [("check", ""), ("bench", "--shapes all"), ("sweep", "--backends cuda")] and fake.gpu is None
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert [re.sub(r"\d{8}-\d{6}", "DATE", n) for n in names] == [
+        "bench-b200-DATE.json", "bench-b200-DATE.md", "check-nvidia-b200-DATE.json", "check-nvidia-b200-DATE.md",
+        "sweep-nvidia-b200-DATE.json", "sweep-nvidia-b200-DATE.md"]
+    records = {n.split("-")[0]: json.loads((tmp_path / "out" / n).read_text()) for n in names if n.endswith(".json")}
+    revision = apply_table.kit_revision(ROOT)
+    for step, record in records.items():
+        assert record["info"]["kit_revision"] == revision and record["info"]["gpu_requested"] == "B200", step
+        assert record["job"]["step"] == step
+    assert records["check"]["junit"]["failures"] == 1 and records["check"]["info"]["driver"] == "580.65.06"
+    assert records["check"]["failures"][0]["name"] == "tests/test_cuda_backend.py::test_gpu_shapes[x]"
+    assert records["bench"]["job"]["error"] == ("the remote run failed: RuntimeError: container exited with code 137")
+    sweep = records["sweep"]
+    assert set(sweep) >= {"info", "command", "rows", "sweeps", "job"}
+    assert sweep["info"]["device"] == "NVIDIA B200" and sweep["info"]["driver"] == "580.65.06"
+    assert sweep["info"]["kernel_revision"] == apply_table.kernel_revision()
+    sub = tmp_path / "submission.py"
+    sub.write_text((ROOT / "submission.py").read_text())
+    sweep_json = next((tmp_path / "out").glob("sweep-*.json"))
+    assert apply_table.main([str(sweep_json), "--submission", str(sub), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "check: FAIL (419 passed, 1 failed, 0 with errors, 10 skipped in 190.2 s; exit 1)" in out
+    assert "bench: FAIL (the remote run failed: RuntimeError: container exited with code 137)" in out
+    assert "sweep: PASS (exit 0)" in out
+    assert "### 7168x16384x1 cuda: 8 configs ranked, 1 wrong (the first 5)" in out
+    assert "| 1 | (32, 2, 8, 2, 1, 2, 2, 0, 1) | 11.00 | 10.05 |" in out  # the tie rule's winner first
+    assert f"python3 benchmarks/apply_table.py {sweep_json}" in out
+    markdown = (tmp_path / "out" / names[5]).read_text()
+    assert markdown.startswith("# Config sweep on NVIDIA B200")
+    assert "### 7168x16384x1 cuda: 8 configs ranked, 1 wrong\n" in markdown  # the file holds every config
+    assert "## Kernel benchmark results" in markdown
+
+
+def test_job_on_another_gpu_and_a_passing_step(tmp_path, monkeypatch, capsys):
+    fake = FakeJobs({"check": check_result(True)})
+    monkeypatch.setattr(modal_app, "run_job_remote", fake)
+    entry(job="check", gpu="H100", out=str(tmp_path))  # returns: every step passed
+    assert fake.gpu == "H100" and fake.calls == [("check", "")]
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("check: PASS (420 passed, 0 failed, 0 with errors, 10 skipped in 190.2 s; exit 0)")
+    assert "- 10 x checks the CPU refusal" in out
+
+
+def test_job_without_a_token_or_connection_stops_in_one_line(tmp_path, monkeypatch, capsys):
+    for error, said in ((modal.exception.AuthError("no token"), "modal setup"),
+                        (modal.exception.ConnectionError("Deadline\nexceeded"),
+                         "cannot reach Modal: Deadline exceeded")):
+        fake = FakeJobs({"check": error, "bench": check_result(True)})
+        monkeypatch.setattr(modal_app, "run_job_remote", fake)
+        with pytest.raises(SystemExit) as exc:
+            entry(job="all", out=str(tmp_path))
+        assert exc.value.code == 2 and fake.calls == [("check", "")]
+        err = capsys.readouterr().err
+        assert said in err.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_arguments_runs_eval_only(tmp_path, monkeypatch):
+    """`modal run modal_app.py` as before: eval of submission.py, mode all, kit harness."""
+    evals, jobs = FakeRemote([]), FakeJobs({})
+    monkeypatch.setattr(modal_app, "run_remote", evals)
+    monkeypatch.setattr(modal_app, "run_job_remote", jobs)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(modal_app, "default_out", lambda gpu: tmp_path / "r.json")
+    entry()
+    assert evals.calls and evals.calls[0][1:] == ("all", 1, None, None, ["kit"]) and jobs.calls == []
+    assert evals.calls[0][0] == (ROOT / "submission.py").read_text()
