@@ -167,8 +167,14 @@ def timed(fn, sets, cases, reps, server: bool = True) -> tuple:
 
 def timed_probe(cfg, sets, reps, ceiling_us, shape) -> dict:
     """The cuda kernel's loads-only probe of ``cfg`` (wrong output by design, so not checked):
-    its sweep record, printed."""
-    us = timing.median(timing.device_times(backend_fn("cuda", cfg, probe=True), sets, reps))
+    its sweep record, printed; a probe that cannot be timed (HostBound, a build error) is
+    recorded as such."""
+    try:
+        us = timing.median(timing.device_times(backend_fn("cuda", cfg, probe=True), sets, reps))
+    except Exception as e:  # noqa: BLE001 - reported, not fatal
+        print(f"   probe {shape} cuda {cfg} loads-only: not timed ({type(e).__name__}: {str(e)[:200]})", flush=True)
+        return {"backend": "cuda", "cfg": cfg, "us": float("nan"), "ratio": float("nan"),
+                "bad": ["probe", str(e)[:200]]}
     print(f"   probe {shape} cuda {cfg} loads-only: {us:.2f} us ratio {ceiling_us / us:.3f}", flush=True)
     return {"backend": "cuda", "cfg": cfg, "us": us, "ratio": ceiling_us / us, "bad": ["probe"]}
 
