@@ -410,3 +410,21 @@ def test_cuda_human_benchmark_table(tmp_path):
     assert all(c["mean_us"] > 0 and c["pct_of_sol"] > 0 for c in summary["cases"])
     assert summary["geomean_mean_us"] > 0 and summary["geomean_median_us"] > 0
     assert "geomean of means" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the suite's own progress lines
+
+
+@pytest.mark.parametrize("capture, shown", [("no", True), ("fd", False), ("sys", False)],
+                         ids=["with -s", "default capture", "capture=sys"])
+def test_progress_lines_only_with_capture_off(capture, shown):
+    """The "[eval.py end to end] 7/20 runs done" lines reach the terminal with -s only; in a
+    plain run they would break pytest's line of progress dots."""
+    import types
+    lines = []
+    reporter = types.SimpleNamespace(write_line=lines.append)
+    plugins = {"terminalreporter": reporter, "capturemanager": None}
+    config = types.SimpleNamespace(getoption=lambda name: {"capture": capture}[name],
+                                   pluginmanager=types.SimpleNamespace(get_plugin=plugins.get))
+    progress(config, "[eval.py end to end] 7/20 runs done")
+    assert lines == (["[eval.py end to end] 7/20 runs done"] if shown else [])
