@@ -15,6 +15,10 @@ the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them
   file or a line that does not parse; each with one line on stderr). A ``POPCORN_FD`` that
   names no open file descriptor stops the run with one line on stderr and exit 1 (the
   server's traceback exits 1 too). Exit 0 when everything passed, 112 when not.
+* Before any case runs, ``submission.py`` (beside this file, else in the working directory)
+  is checked against the server's upload rules (``static_problems``: size, UTF-8, the
+  forbidden word, the ``#!POPCORN`` header lines); a file that breaks one gets one line on
+  stderr per rule, ``check: fail`` and exit 112, as the server refuses such an upload.
 * ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
   ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
 * Every case runs in one long-lived ``spawn`` worker process; the submission receives
@@ -58,7 +62,8 @@ in µs, the official B200 speed of light and the share of it reached) with the g
 of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks what the protocol
-mode leaves to the cases: the shapes (``--shapes``: a named set of shapes.json or a file,
+mode leaves to the cases: the server's upload rules (``static_problems``; each broken rule
+one ``error:`` line naming the file, exit 112), the shapes (``--shapes``: a named set of shapes.json or a file,
 every case valid for the problem) and, where the submission has ``select_backend(device)``,
 that its backend can run here; either failing stops with one line on stderr and exit 2, as
 do the timed modes without CUDA. A case that runs longer than ``HEARTBEAT_S`` prints a
@@ -754,6 +759,17 @@ def _env_flag(name: str, default: bool) -> bool:
     return default if value is None else value.strip().lower() not in ("0", "false", "no", "off", "")
 
 
+def _protocol_static_problems() -> list[str]:
+    """``static_problems`` of the submission protocol mode imports: ``submission.py`` beside
+    this file (the server's layout), else in the working directory; one line each, naming the
+    file. [] when there is none (each case then says the import failed)."""
+    for folder in (HERE, Path.cwd()):
+        path = folder / "submission.py"
+        if path.is_file():
+            return [f"{path}: {problem}" for problem in static_problems(path)]
+    return []
+
+
 def protocol_main(argv: list[str]) -> int:
     fd = os.environ.get("POPCORN_FD")
     if not fd:
@@ -794,6 +810,14 @@ def protocol_main(argv: list[str]) -> int:
 
     def log(key, value):
         print(f"{key}: {value}", file=out, flush=True)
+
+    problems = _protocol_static_problems()
+    if problems:  # the server refuses such an upload before anything runs
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        log("check", "fail")
+        out.close()
+        return EXIT_FAIL
 
     try:
         with Worker(None, distribution, _env_flag(ENV_CHECK_INPUTS, True)) as worker:
@@ -1026,6 +1050,11 @@ def human_main(argv: list[str]) -> int:
     if not submission.is_file():
         print(f"error: submission file {submission} not found", file=sys.stderr)
         return EXIT_USAGE
+    problems = static_problems(submission)
+    if problems:  # the server would refuse the upload: no case runs
+        for problem in problems:
+            print(f"error: {submission}: {problem}", file=sys.stderr)
+        return EXIT_FAIL
     try:
         distribution = _distribution_from(args.distribution)
         modes = ["test", "benchmark", "leaderboard"] if args.mode == "all" else [args.mode]

@@ -278,6 +278,21 @@ def test_worker_environment(runs):
     assert int(err.split("a_max_byte=")[1].split()[0]) > 3  # official bytes are 0..3
 
 
+def test_protocol_mode_refuses_what_the_server_refuses(tmp_path):
+    """A submission.py with the forbidden word (in a comment) and no header lines: one stderr
+    line per broken rule naming the file, ``check: fail``, exit 112, no case run."""
+    bad = tmp_path / "bad.py"
+    bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2]
+                   + f"# one {ev.FORBIDDEN_WORD.capitalize()} per call\n")
+    workdir = server_layout(tmp_path / "server", bad)
+    run = ev.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 112, describe(run)
+    assert run.lines == {"check": "fail"}, describe(run)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{workdir / 'submission.py'}: ") for line in lines), run.stderr
+    assert "contains the word" in lines[0] and "missing header line" in lines[1] + lines[2]
+
+
 # --------------------------------------------------------------------------- human mode
 
 

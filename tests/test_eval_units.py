@@ -4,10 +4,75 @@ geometric mean, popcorn line parsing, summaries and tables, protocol exit codes.
 import math
 import statistics
 import sys
+from pathlib import Path
 
 import pytest
 
 import eval as ev
+
+# --------------------------------------------------------------------------- the server's upload rules
+
+HEADERS = "#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n"
+BODY = "def custom_kernel(data):\n    return data[-1]\n"
+WORD = ev.FORBIDDEN_WORD  # the word the server rejects, spelled once, in eval.py
+
+
+def _static(tmp_path, content) -> list[str]:
+    path = tmp_path / "submission.py"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return ev.static_problems(path)
+
+
+@pytest.mark.parametrize("content, expected", [
+    (HEADERS + BODY + f"# one {WORD} per call\n", ["line 5 contains the word"]),
+    (HEADERS + f"x = 1  # {WORD.upper()}\n" + BODY, ["line 3 contains the word"]),
+    (HEADERS + f"{WORD[0].upper()}{WORD[1:3]}{WORD[3:].upper()}s = None\n" + BODY, ["line 3 contains the word"]),
+    (f'"""A doc{WORD}ing string."""\n' + HEADERS + BODY, ["line 1 contains the word"]),
+    ("#!POPCORN gpu NVIDIA\n" + BODY, ["missing header line '#!POPCORN leaderboard nvfp4_gemv'"]),
+    ("#!POPCORN leaderboard nvfp4_gemv\n" + BODY, ["missing header line '#!POPCORN gpu NVIDIA'"]),
+    (BODY + f"# {WORD}\n", ["line 3 contains the word", "missing header line '#!POPCORN leaderboard",
+                             "missing header line '#!POPCORN gpu"]),
+    (HEADERS + BODY + "#" * (ev.MAX_SUBMISSION_BYTES + 1) + "\n",
+     ["bytes; the server rejects files over 1,000,000 bytes"]),
+    ("", ["the file is empty"]),
+    (HEADERS.encode() + b"# caf\xe9\n" + BODY.encode(), ["the file is not UTF-8"]),
+], ids=["word in a comment", "upper case", "mixed case", "word inside a word", "no leaderboard header",
+        "no gpu header", "three problems", "over 1 MB", "empty", "not UTF-8"])
+def test_static_problems_one_line_per_broken_rule(tmp_path, content, expected):
+    """The server's upload rules (gpu-mode/kernelbot api_utils.py at 01a0072): one line per
+    rule broken, each naming it."""
+    problems = _static(tmp_path, content)
+    assert len(problems) == len(expected), problems
+    for problem, words in zip(problems, expected, strict=True):
+        assert words in problem and "\n" not in problem
+
+
+def test_static_problems_accept_a_good_file_at_the_size_limit(tmp_path):
+    content = HEADERS + BODY
+    assert _static(tmp_path, content + "#" * (ev.MAX_SUBMISSION_BYTES - len(content) - 1) + "\n") == []
+
+
+def test_the_kit_and_its_fixture_submissions_pass_the_upload_rules():
+    """submission.py and every fixture run as a submission (tests/fixtures/*.py) would be
+    accepted by the server: headers on top, no forbidden word, small."""
+    root = Path(ev.__file__).parent
+    paths = [root / "submission.py", *sorted((root / "tests" / "fixtures").glob("*.py"))]
+    assert len(paths) > 5
+    assert {str(p.relative_to(root)): ev.static_problems(p) for p in paths} == \
+        {str(p.relative_to(root)): [] for p in paths}
+
+
+def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
+    """Before any case: one ``error:`` line per broken rule, naming the file; exit 112."""
+    path = tmp_path / "mine.py"
+    path.write_text(BODY + f"# a {WORD.title()} of launches\n")
+    assert ev.human_main(["--submission", str(path)]) == ev.EXIT_FAIL == 112
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == "" and len(lines) == 3, captured.err
+    assert all(line.startswith(f"error: {path}: ") for line in lines)
+    assert "line 3 contains the word" in lines[0] and "missing header line" in lines[1]
+
 
 # --------------------------------------------------------------------------- parser
 

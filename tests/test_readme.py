@@ -134,6 +134,15 @@ def test_the_kit_speaks_of_itself_only():
     assert not found, found
 
 
+def test_readme_names_the_servers_upload_rules():
+    """The word the server rejects is spelled out in README (which is never submitted), with
+    the size limit and the header lines eval.py checks."""
+    text = " ".join(README.read_text().split())
+    assert f"the word `{ev.FORBIDDEN_WORD}`" in text
+    assert f"{ev.MAX_SUBMISSION_BYTES:,} bytes" in text
+    assert all(f"`{header}`" in text for header in ev.REQUIRED_HEADERS)
+
+
 def test_readme_flags_match_the_kit():
     """The choices README lists for eval.py are the kit's own."""
     text = " ".join(README.read_text().split())
