@@ -89,17 +89,21 @@ def test_parser_keeps_alphabetic_values_as_strings():
     assert case.args == {"m": 128, "mode": "fast"}
 
 
-@pytest.mark.parametrize("line", [
-    "m: 128; k: 256;",          # empty part after the last ';'
-    "m 128",                    # no colon
-    "m: 12.5",                  # not an integer
-    "m: full-range",            # '-' is not alphabetic
-    "m1: 128",                  # digits in a key
-    "",                         # a blank line is not a case
-])
-def test_parser_rejects_bad_lines(line):
-    with pytest.raises(ev.TestFileError, match="^line 2: invalid test case"):
+@pytest.mark.parametrize("line, reason", [
+    ("m: 128; k: 256;", "nothing there"),                                     # empty part after the last ';'
+    ("m 128", "no ':' (expected key: value)"),                                # no colon
+    ("m: 12.5", "the value '12.5' is neither an integer nor a word"),         # not an integer
+    ("m: 128.5", "the value '128.5' is neither an integer nor a word"),
+    ("m: full-range", "the value 'full-range' is neither an integer nor a word"),  # '-' is not alphabetic
+    ("m1: 128", "the key 'm1' is not letters only"),                          # digits in a key
+    ("", "nothing there (a blank line"),                                      # a blank line is not a case
+], ids=["trailing ;", "no colon", "decimal", "decimal 128.5", "dash", "digit in key", "blank line"])
+def test_parser_rejects_bad_lines(line, reason):
+    """Each rejected line says why, in one line."""
+    with pytest.raises(ev.TestFileError, match="^line 2: invalid test case") as info:
         ev.parse_test_cases(f"m: 128; k: 256; l: 1; seed: 1\n{line}\n")
+    assert str(info.value).endswith(reason) or reason in str(info.value).rsplit("': ", 1)[-1], str(info.value)
+    assert "\n" not in str(info.value)
 
 
 # --------------------------------------------------------------------------- shapes for the human mode
@@ -112,7 +116,8 @@ def test_parser_rejects_bad_lines(line):
     ("m: 0; k: 256; l: 1; seed: 1", "line 1: m must be a positive multiple of 128, got 0"),
     ("m: 128; k: 224; l: 1; seed: 1", "line 1: k must be a positive multiple of 64, got 224"),
     ("m: 128; k: 256; l: 0; seed: 1", "line 1: l must be >= 1, got 0"),
-    ("m: 128; k: 256; l: 1; seed: abc", "line 1: seed must be integers"),
+    ("m: 128; k: 256; l: 1; seed: abc", "line 1: seed must be an integer, got 'abc'"),
+    ("m: abc; k: 256; l: 1; seed: 1", "line 1: m must be an integer, got 'abc'"),
     ("m: 128; k: 256; l: 1", "line 1: a case has exactly the keys m, k, l, seed; missing seed"),
     ("m: 128; k: 256; l: 1; seed: 1; n: 2", "line 1: a case has exactly the keys m, k, l, seed; unknown n"),
     ("m: 128; k: 256; l: 1; seed: 1\n\nm: 128; k: 256; l: 1; seed: 2", "line 2: invalid test case"),
@@ -353,6 +358,45 @@ def test_protocol_usage_errors_say_one_line(tmp_path, monkeypatch, capsys):
         assert err.count("\n") == 1 and err.startswith(f"POPCORN_FD={fd} is not an open file descriptor")
 
 
+@pytest.mark.parametrize("text, error", [
+    ("", "holds no test cases"),
+    ("m: abc; k: 256; l: 1; seed: 1\n", "line 1: m must be an integer, got 'abc'"),
+    ("m: 128.5; k: 256; l: 1; seed: 1\n", "the value '128.5' is neither an integer nor a word"),
+    ("m: 100; k: 256; l: 1; seed: 1\n", "line 1: m must be a positive multiple of 128, got 100"),
+], ids=["empty", "m: abc", "m: 128.5", "m: 100"])
+def test_protocol_checks_the_test_file_before_any_case(tmp_path, monkeypatch, capsys, text, error):
+    """What human mode refuses, protocol mode refuses too, before anything runs: exit 113 and
+    one line naming the file and the line (an empty file once gave check: pass; m: abc a
+    TypeError inside every case)."""
+    monkeypatch.setenv("POPCORN_FD", "99")  # never opened: the test file is checked before
+    path = tmp_path / "tests.txt"
+    path.write_text(text)
+    assert ev.main(["test", str(path)]) == ev.EXIT_BAD_TESTS
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(str(path)) and error in err, err
+
+
+def test_protocol_secret_seed_must_be_an_integer(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("POPCORN_FD", "99")
+    monkeypatch.setenv("POPCORN_SEED", "abc")
+    good = tmp_path / "good.txt"
+    good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
+    assert ev.main(["test", str(good)]) == ev.EXIT_USAGE
+    assert capsys.readouterr().err == "POPCORN_SEED must be an integer, got 'abc'\n"
+
+
+@pytest.mark.parametrize("argv", [["--mode", "test"], ["--help"], ["--submission", "x.py", "--mode", "test"]],
+                         ids=["--mode test", "--help", "--submission"])
+def test_protocol_mode_says_popcorn_fd_selected_it(monkeypatch, capsys, argv):
+    """Human-mode options with POPCORN_FD still exported: one line saying that POPCORN_FD picks
+    protocol mode, and how to reach the human mode (not "unknown mode '--mode'")."""
+    monkeypatch.setenv("POPCORN_FD", "99")
+    assert ev.main(argv) == ev.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("POPCORN_FD is set, which selects protocol mode"), err
+    assert f"python eval.py human {' '.join(argv)}" in err
+
+
 def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("POPCORN_FD", "99")
     monkeypatch.setenv("POPCORN_SEED", "123")
@@ -375,6 +419,20 @@ def test_worker_heartbeat(monkeypatch):
         beats.clear()
         worker.call(time.sleep, 1.2)
     assert len(beats) >= 3 and beats == sorted(beats) and beats[0] >= 0.25
+
+
+def test_worker_timeout_kills_the_call_and_starts_afresh(monkeypatch):
+    """A call past the timeout fails (WorkerDied naming the limit) within about the limit, and
+    the next call runs in a fresh worker."""
+    import os
+    import time
+    with ev.Worker(None, "official", True, timeout=1.5) as worker:
+        first = worker.call(os.getpid)
+        t0 = time.monotonic()
+        with pytest.raises(ev.WorkerDied, match="ran longer than 1.5 s"):
+            worker.call(time.sleep, 60)
+        assert time.monotonic() - t0 < 20
+        assert worker.call(os.getpid) != first
 
 
 def test_backend_picks_and_label(monkeypatch):
