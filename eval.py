@@ -411,8 +411,10 @@ def _custom_kernel():
 
 def _backend_here() -> tuple[str, str]:
     """("ok", name) with the backend the submission's ``select_backend(device)`` picks for the
-    device the inputs live on; ("cannot run", why) when it raises; ("unknown", "") when the
-    submission has no such function or does not import (its cases then say why)."""
+    device the inputs live on; ("invalid setting", why) when it raises ValueError (a setting
+    such as NVFP4_GEMV_BACKEND it cannot use), ("cannot run", why) when it raises anything
+    else; ("unknown", "") when the submission has no such function or does not import (its
+    cases then say why)."""
     try:
         select = getattr(_submission(), "select_backend", None)
     except BaseException:
@@ -422,6 +424,8 @@ def _backend_here() -> tuple[str, str]:
     import torch
     try:
         return "ok", str(select(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
+    except ValueError as exc:
+        return "invalid setting", _one_line(str(exc))
     except BaseException as exc:
         return "cannot run", _one_line(f"{type(exc).__name__}: {exc}")
 
@@ -1225,6 +1229,9 @@ def _human(args) -> int:
                     timeout=args.timeout, ignore_interrupt=True) as worker:
             if mode == modes[0]:  # the backend, once, before any case: one line if it cannot run here
                 status, backend = _safe_backend(worker)
+                if status == "invalid setting":
+                    print(f"error: the submission rejects its settings: {backend}", file=sys.stderr)
+                    return EXIT_USAGE
                 if status == "cannot run":
                     print(f"error: the submission cannot run on this machine ({device}): {backend}",
                           file=sys.stderr)

@@ -345,6 +345,22 @@ def test_human_mode_forced_triton_on_a_cpu_is_one_line():
     assert "NVFP4_GEMV_BACKEND=triton cannot run on cpu" in proc.stderr
 
 
+@pytest.mark.parametrize("variable, value, words", [
+    ("NVFP4_GEMV_BACKEND", "bogus", "NVFP4_GEMV_BACKEND='bogus' is not a backend"),
+    ("NVFP4_GEMV_CONFIG", "garbage", "NVFP4_GEMV_CONFIG: 'garbage' is not cuda="),
+], ids=["backend", "config"])
+def test_human_mode_names_a_bad_setting_before_any_case(variable, value, words):
+    """The real submission with a setting it cannot use: one line saying the setting is wrong
+    (not that the submission "cannot run on this machine"), exit 2, no case run."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
+    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "--shapes", str(FIXTURES / TINY_ONE)],
+                          cwd=ROOT, env={**env, variable: value}, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: the submission rejects its settings: ")
+    assert words in proc.stderr
+
+
 def test_human_mode_reports_a_failure(runs):
     proc, report = runs["human.raises"]
     assert proc.returncode == 112
