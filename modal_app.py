@@ -402,3 +402,10 @@ if __name__ != "__main__" and _loaded_by_modal_run():
     if _stop:
         print(_stop[1], file=sys.stdout if _stop[0] == 0 else sys.stderr)
         raise SystemExit(_stop[0])
+
+
+if __name__ == "__main__":  # `python modal_app.py`: this file is run by Modal's command line
+    _asked = any(a in ("-h", "--help") for a in sys.argv[1:])
+    print("modal_app.py runs under Modal's command line: modal run modal_app.py [OPTIONS]; "
+          "every option: modal run modal_app.py --help", file=sys.stdout if _asked else sys.stderr)
+    raise SystemExit(0 if _asked else 2)

@@ -220,3 +220,12 @@ def host_cost_beside_bare(fn: Callable, arg, calls: int = 200, rounds: int = 7) 
         own.append(host_cost(fn, arg, calls))
         bare.append(bare_launch_host_cost(calls))
     return median(own), median(bare)
+
+
+if __name__ == "__main__":
+    import sys
+    _asked = bool({"-h", "--help"} & set(sys.argv[1:]))
+    print(__doc__.split("\n\n")[0] + "\n\nA module, not a command: benchmarks/bench_kernel.py and "
+          "benchmarks/compare.py import it. Run\n    python3 benchmarks/bench_kernel.py --help\n"
+          "    python3 -m benchmarks.compare --help", file=sys.stdout if _asked else sys.stderr)
+    sys.exit(0 if _asked else 2)
