@@ -223,3 +223,21 @@ def test_repo_copy_leaves_out_what_git_ignores(tmp_path):
     dest = copy_repo(src, tmp_path / "dest")
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == \
         [".gitignore", "new.txt", "pkg/a.py"]
+
+
+def test_installed_modules_import_only_installed_modules():
+    """``pip install .`` (not editable) installs the py-modules of pyproject.toml: every kit
+    module those import (reference imports nvfp4, ...) must be among them, or the installed
+    reference.py cannot import."""
+    import ast
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
+    installed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["py-modules"]
+    kit = {p.stem for p in ROOT.glob("*.py")}
+    missing = {}
+    for name in installed:
+        tree = ast.parse((ROOT / f"{name}.py").read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if imported & kit - set(installed):
+            missing[name] = sorted(imported & kit - set(installed))
+    assert missing == {}, f"imported but not installed: {missing}"
