@@ -47,8 +47,8 @@ Where this file knowingly differs from the server's:
   does not look, but its benchmark loop reuses one input for every repeat, so such a
   submission times something else than it claims. ``NVFP4_EVAL_CHECK_INPUTS=0`` turns this
   check off and gives the server's verdict.
-* leaderboard mode exits 112 when a case failed (the stored server revisions exit 0 there,
-  after logging ``check: fail``).
+* leaderboard mode exits 112 when a case failed (the server's ``problems/nvidia/eval.py`` at
+  1b76272 and 31237d0 exits 0 there, after logging ``check: fail``).
 * ``NVFP4_EVAL_DISTRIBUTION`` (default ``official``) picks the input values
   (``quant.DISTRIBUTIONS``, applied by ``quant.fill``); the server always uses the official
   ones. The others need the kit's quant.py (and nvfp4.py) importable beside this file.

@@ -62,9 +62,9 @@ LAYOUT_FILES = (*SERVER_FILES, *kit_eval.KIT_SUPPORT_FILES)  # ... and what the 
 KIT_FILES = (*LAYOUT_FILES, "shapes.json")
 MODES = ("test", "benchmark", "leaderboard", "all")
 HARNESSES = ("kit", "server", "both")
-# The server's harness: gpu-mode/reference-kernels at the repository head that issue 11 compared
-# against (short hash: no full hash of it was readable where the kit is built; the image build
-# resolves it with git -- an ambiguous or unknown prefix fails the build -- and records the
+# The server's harness: gpu-mode/reference-kernels at the repository head the kit's inputs were
+# compared with, bit for bit on an H100 (short hash: no full hash of it could be read; the image
+# build resolves it with git -- an ambiguous or unknown prefix fails the build -- and records the
 # full hash in SERVER_DIR/REVISION, which every server result carries).
 SERVER_REPO_URL = "https://github.com/gpu-mode/reference-kernels"
 SERVER_COMMIT = "f83cb92"

@@ -1258,22 +1258,22 @@ def cuda_compile_variants() -> list:
 
 # Measured per GPU model (torch.cuda.get_device_name): the fastest config of each backend for
 # each benchmark shape, by benchmarks/bench_kernel.py --sweep; the numbers behind each entry are
-# in benchmarks/RESULTS.md and benchmarks/NOTES.md. The cuda entries of 2026-11-25 (later
-# session) are chosen by the time under the server's protocol ("server": its L2 clear leaves
-# dirty lines whose write-back the kernel shares the DRAM with; what the leaderboard times),
-# the clean device time (L2 cold by rotation) breaking ties within 1%.
+# in benchmarks/RESULTS.md and benchmarks/NOTES.md. The cuda entries (from revision 1007a05 of
+# 2026-11-25 on) are chosen by the time under the server's protocol ("server": its L2 clear
+# leaves dirty lines whose write-back the kernel shares the DRAM with; what the leaderboard
+# times), the clean device time (L2 cold by rotation) breaking ties within 1%.
 _MEASURED = {
     "NVIDIA H100 80GB HBM3": {
         # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
         # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66.
         ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
-        # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (fourth session;
+        # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (revision 363af22;
         # ceilings 50.4-50.9 / 46.0-46.3; MINB 16, 24, 28, 32 within 1%): two rows per
         # one-warp block, all 32 lanes along K. The former entry (32, 8, 1, 1, 2, 1, 2, 0, 1)
         # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93.
         ("cuda", 4096, 7168, 8): (32, 2, 1, 1, 2, 1, 2, 0, 1),
         # server 17.89-18.22 us, clean 16.48-16.70 (ceilings 16.6-16.7 / 15.1-15.3) in four
-        # sweeps of that session (MINB 1, 16-32); the former entry (16, 2, 2, 1, 2, 2, 2, 0, 24)
+        # sweeps of that revision (MINB 1, 16-32); the former entry (16, 2, 2, 1, 2, 2, 2, 0, 24)
         # 17.95-18.14 / 16.56-16.74 in the same runs; triton 18.00-18.14 / 16.80-16.83.
         ("cuda", 7168, 2048, 4): (32, 2, 1, 1, 2, 1, 2, 0, 1),
         # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
@@ -1286,15 +1286,15 @@ _MEASURED = {
     "NVIDIA H200": {  # sweeps of 2026-11-25 (read ceilings 18.9-19.1 / 33.2-33.3 / 11.9-12.0 us)
         # server 24.35-24.56 us (server ceiling 21.09-21.14), clean 23.10-23.26 (ceiling 18.83-19.01);
         # next (32, 2, 8, 4, ..., 1) 25.07 / 24.46, (32, 4, 4, 4, ..., 1) 25.39 / 23.47 (the
-        # clean sweep's best, 23.39 there); triton's best 27.95 / 27.14; the entry before this
-        # session (32, 2, 4, 4, 0, 2, 2, 0, 5) 26.88 / 24.66.
+        # clean sweep's best, 23.39 there); triton's best 27.95 / 27.14; the entry before
+        # 0b7f307 (32, 2, 4, 4, 0, 2, 2, 0, 5) 26.88 / 24.66.
         ("cuda", 7168, 16384, 1): (32, 4, 4, 8, 2, 2, 2, 0, 1),
         # server 41.87 us, clean 38.08 (ceilings 36.70 / 32.83), the best of 34 configs on both;
-        # (16, 4, 2, 1, 2, 2, 2, 0, 2) 44.82 / 38.18 in the same run; the entry before this
-        # session (16, 4, 2, 4, 2, 2, 2, 1, 5) 46.51 / 41.42; triton's best 42.67 / 40.21.
+        # (16, 4, 2, 1, 2, 2, 2, 0, 2) 44.82 / 38.18 in the same run; the entry before
+        # 0b7f307 (16, 4, 2, 4, 2, 2, 2, 1, 5) 46.51 / 41.42; triton's best 42.67 / 40.21.
         ("cuda", 4096, 7168, 8): (32, 8, 1, 1, 2, 1, 2, 0, 1),
         # server 15.15 us, clean 14.64 (ceilings 13.28 / 11.86): (16, 4, 2, 1, 2, 2, 2, 0, 2)
-        # 15.55 / 14.24 in the same run; the entry before this session (16, 2, 2, 2, 2, 2, 2, 0,
+        # 15.55 / 14.24 in the same run; the entry before 0b7f307 (16, 2, 2, 2, 2, 2, 2, 0,
         # 12) 15.81 / 15.54; triton's best 15.90 / 15.25.
         ("cuda", 7168, 2048, 4): (32, 4, 1, 1, 2, 1, 2, 0, 1),
         # 26.9 us: next (2, 128, 1, 1) 27.9.

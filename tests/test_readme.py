@@ -134,6 +134,62 @@ def test_the_kit_speaks_of_itself_only():
     assert not found, found
 
 
+# Words of how the kit was made -- its work items, working sessions, the search index its
+# sources were read in -- which a reader of the kit cannot look up: shipped files name runs by
+# date and git revision and sources by repository, path and commit instead.
+BUILD_WORDS = re.compile(r"(?i)\bsessions?\b|\bissues? #?\d+(?![\d%]|\.\d)|\bissue's\b|\b[\w-]+-issue\b"
+                         r"|-backend issue\b|\bthe (?:search )?index\b|\bindex used here\b"
+                         r"|\bstored (?:files|versions?|revisions?)\b")
+
+
+@pytest.mark.parametrize("text, found", [
+    ("measured in the fourth session", True), ("Read in the index: x", True), ("as issue 5 specified", True),
+    ("from issue 11, which", True), ("Against the issue's targets", True), ("the cuda-backend issue", True),
+    ("(the inputs-issue measurement)", True), ("in stored files whose repository", True),
+    ("of the next session", True), ("Sessions", True),
+    ("issue 11.", True),
+    ("the SMs issue ~2.6 instructions", False), ("issue active %", False), ("issues a load", False),
+    ("it issues 46% more instructions", False), ("dp4a-sr issues 5.7% fewer", False),
+    ("https://github.com/gpu-mode/popcorn-cli/issues/12", False), ("--index-url https://x", False),
+    ("(index of the sfa tensor it reads)", False), ("split index major", False), ("PyTorch's cu130 index", False),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_build_words_pattern(text, found):
+    assert bool(BUILD_WORDS.search(text)) == found
+
+
+def shipped_text_files() -> list[str]:
+    """What the kit ships, as a clone has it, outside tests/: its code, docs and scripts
+    (logs kept as results quote other tools' output and are not checked)."""
+    names = repo_files(ROOT)
+    if names is None:
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
+    return [n for n in names if not n.startswith("tests/") and not n.endswith((".log", ".png"))]
+
+
+def test_shipped_files_speak_of_runs_and_sources_not_of_how_the_kit_was_made():
+    """No sessions, issue numbers or search index in README, benchmarks/RESULTS.md, NOTES.md,
+    submission.py (the file people submit), modal_app.py or any other shipped file."""
+    found = []
+    for name in shipped_text_files():
+        for number, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
+            found += [f"{name}:{number}: {hit.group(0)!r}" for hit in BUILD_WORDS.finditer(line)]
+    assert found == [], "\n".join(found)
+
+
+def test_readme_benchmark_table_agrees_with_its_geomean():
+    """The README's eval.py table: each row's SOL is shapes.json's, its % of SOL is SOL / mean,
+    and the geomean stated under it is the geomean of the rows (they once disagreed)."""
+    text = README.read_text()
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)% \|$", text, re.M)
+    sol = ev.sol_lookup()
+    assert [(int(m), int(k), int(l)) for m, k, l, *_ in rows] == list(sol)
+    for m, k, l, mean, s, pct in rows:
+        assert float(s) == sol[(int(m), int(k), int(l))]
+        assert f"{100 * float(s) / float(mean):.1f}" == pct
+    stated = re.search(r"geomean of means: ([\d.]+) µs \(the leaderboard's score\)", text)
+    assert stated and f"{ev.geomean(float(r[3]) for r in rows):.3f}" == stated.group(1)
+
+
 def test_readme_names_the_servers_upload_rules():
     """The word the server rejects is spelled out in README (which is never submitted), with
     the size limit and the header lines eval.py checks."""
