@@ -64,8 +64,8 @@ in µs, the official B200 speed of light and the share of it reached) with the g
 of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
-rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112),
-then its arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can
+rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112)
+and its arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can
 write), the shapes (``--shapes``: a named set of shapes.json or a file, every case valid for
 the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here; any of
