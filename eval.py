@@ -11,10 +11,16 @@ the inputs -- are recorded once, in README.md, section "The server revision this
 the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them. In short:
 
 * ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it
-  is unset, 2 with fewer than two arguments or an unknown mode, 113 for an unreadable test
-  file or a line that does not parse; each with one line on stderr). A ``POPCORN_FD`` that
+  is unset, 2 with fewer than two arguments, an unknown mode or a ``POPCORN_SEED`` that is no
+  integer, 113 for a test file that cannot be read, holds no case, has a line that does not
+  parse or a case nvfp4_gemv cannot have (``case_problem``); each with one line on stderr,
+  before anything runs). A ``POPCORN_FD`` that
   names no open file descriptor stops the run with one line on stderr and exit 1 (the
   server's traceback exits 1 too). Exit 0 when everything passed, 112 when not.
+* Before any case runs, ``submission.py`` (beside this file, else in the working directory)
+  is checked against the server's upload rules (``static_problems``: size, UTF-8, the
+  forbidden word, the ``#!POPCORN`` header lines); a file that breaks one gets one line on
+  stderr per rule, ``check: fail`` and exit 112, as the server refuses such an upload.
 * ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
   ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
 * Every case runs in one long-lived ``spawn`` worker process; the submission receives
@@ -41,8 +47,8 @@ Where this file knowingly differs from the server's:
   does not look, but its benchmark loop reuses one input for every repeat, so such a
   submission times something else than it claims. ``NVFP4_EVAL_CHECK_INPUTS=0`` turns this
   check off and gives the server's verdict.
-* leaderboard mode exits 112 when a case failed (the stored server revisions exit 0 there,
-  after logging ``check: fail``).
+* leaderboard mode exits 112 when a case failed (the server's ``problems/nvidia/eval.py`` at
+  1b76272 and 31237d0 exits 0 there, after logging ``check: fail``).
 * ``NVFP4_EVAL_DISTRIBUTION`` (default ``official``) picks the input values
   (``quant.DISTRIBUTIONS``, applied by ``quant.fill``); the server always uses the official
   ones. The others need the kit's quant.py (and nvfp4.py) importable beside this file.
@@ -57,12 +63,16 @@ HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
 of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
-worker inherits the environment. Before any case runs, human mode checks what the protocol
-mode leaves to the cases: the shapes (``--shapes``: a named set of shapes.json or a file,
-every case valid for the problem) and, where the submission has ``select_backend(device)``,
-that its backend can run here; either failing stops with one line on stderr and exit 2, as
-do the timed modes without CUDA. A case that runs longer than ``HEARTBEAT_S`` prints a
-"still running" line every ``HEARTBEAT_S`` seconds.
+worker inherits the environment. Before any case runs, human mode checks the server's upload
+rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112)
+and its arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can
+write), the shapes (``--shapes``: a named set of shapes.json or a file, every case valid for
+the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
+where the submission has ``select_backend(device)``, that its backend can run here; any of
+these failing stops with one ``error:`` line on stderr and exit 2. A case that runs longer
+than ``HEARTBEAT_S`` prints a "still running" line every ``HEARTBEAT_S`` seconds; one that
+runs past ``--timeout`` (default ``CASE_TIMEOUT_S``) fails and its worker is killed. Ctrl-C
+ends the run with one line and exit 130.
 """
 
 from __future__ import annotations
@@ -120,6 +130,14 @@ CASE_KEYS = ("m", "k", "l", "seed")  # what generate_input takes
 # benchmarks/bench_kernel.py: the official correctness cases, the timed cases, both.
 SHAPE_SETS = ("tests", "benchmarks", "all")
 HEARTBEAT_S = 10.0  # human mode: a "still running" line after this long in one case, and again
+# Human mode's default --timeout per call in the worker: a benchmark case stops by 120 s of
+# wall time (MAX_WALL_NS), a leaderboard case re-checks up to 1000 fresh inputs, and a first
+# call on a new GPU compiles and tunes; 10 minutes leaves room for all of it on a slow machine.
+CASE_TIMEOUT_S = 600.0
+# Copies of a case's inputs the harness holds at once (the generated inputs, the clone handed to
+# the submission, the pristine copy it is compared with): what human mode checks fits the machine.
+HARNESS_COPIES = 3
+EXIT_INTERRUPTED = 130  # human mode, Ctrl-C (128 + SIGINT, as a shell reports it)
 ENV_DISTRIBUTION = "NVFP4_EVAL_DISTRIBUTION"
 ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
 ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
@@ -195,7 +213,7 @@ def parse_test_cases(text: str, secret_seed: int | None = None) -> list[TestCase
         for part in line.split(";"):
             hit = _CASE_RE.fullmatch(part)
             if hit is None:
-                raise TestFileError(f"line {number}: invalid test case: '{line}': '{part}'")
+                raise TestFileError(f"line {number}: invalid test case: '{line}': '{part}': {_part_problem(part)}")
             key, value = hit[1], hit[2]
             try:
                 value = int(value)
@@ -203,11 +221,28 @@ def parse_test_cases(text: str, secret_seed: int | None = None) -> list[TestCase
                 pass
             args[key] = value
         cases.append(TestCase(args=args, spec=line))
+    return _with_secret(cases, secret_seed)
+
+
+def _with_secret(cases: list[TestCase], secret_seed: int | None) -> list[TestCase]:
+    """Every case's seed combined with the secret one (``combine_seeds``); None: unchanged."""
     if secret_seed is not None:
         for case in cases:
             if "seed" in case.args:
                 case.args["seed"] = combine_seeds(case.args["seed"], secret_seed)
     return cases
+
+
+def _part_problem(part: str) -> str:
+    """Why one ';'-separated part of a test-file line is not ``key: value``."""
+    if not part.strip():
+        return "nothing there (a blank line, or a ';' with nothing after it)"
+    key, sep, value = part.partition(":")
+    if not sep:
+        return "no ':' (expected key: value)"
+    if not re.fullmatch(r"\s*[a-zA-Z]+\s*", key):
+        return f"the key {key.strip()!r} is not letters only"
+    return f"the value {value.strip()!r} is neither an integer nor a word of letters"
 
 
 def case_problem(args: dict) -> str:
@@ -221,7 +256,7 @@ def case_problem(args: dict) -> str:
                 + (f"; unknown {', '.join(unknown)}" if unknown else ""))
     not_int = [key for key in CASE_KEYS if not isinstance(args[key], int)]
     if not_int:
-        return f"{', '.join(not_int)} must be integers"
+        return "; ".join(f"{key} must be an integer, got {args[key]!r}" for key in not_int)
     m, k, l = args["m"], args["k"], args["l"]
     if m <= 0 or m % 128:
         return f"m must be a positive multiple of 128, got {m}"
@@ -255,6 +290,13 @@ def read_test_file(path: Path | str) -> list[TestCase]:
         if problem:
             raise TestFileError(f"{path}, line {number}: {problem}: '{case.spec}'")
     return cases
+
+
+def input_bytes(m: int, k: int, l: int) -> int:
+    """Bytes of one case's seven inputs: a, b (padded to 128 rows), the plain and the permuted
+    scales of each, c."""
+    rows = m + 128
+    return rows * k // 2 * l + 2 * rows * k // 16 * l + 2 * m * l
 
 
 def spec_line(case: dict) -> str:
@@ -335,9 +377,13 @@ def geomean(values) -> float | None:
 _worker_config = {"submission": None, "distribution": "official", "check_inputs": True}
 
 
-def _worker_init(submission_path: str | None, distribution: str, check_inputs: bool) -> None:
+def _worker_init(submission_path: str | None, distribution: str, check_inputs: bool,
+                 ignore_interrupt: bool = False) -> None:
     _worker_config.update(submission=submission_path, distribution=distribution,
                           check_inputs=check_inputs)
+    if ignore_interrupt:  # human mode: Ctrl-C reaches the whole process group; the parent ends the worker
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _submission():
@@ -365,8 +411,10 @@ def _custom_kernel():
 
 def _backend_here() -> tuple[str, str]:
     """("ok", name) with the backend the submission's ``select_backend(device)`` picks for the
-    device the inputs live on; ("cannot run", why) when it raises; ("unknown", "") when the
-    submission has no such function or does not import (its cases then say why)."""
+    device the inputs live on; ("invalid setting", why) when it raises ValueError (a setting
+    such as NVFP4_GEMV_BACKEND it cannot use), ("cannot run", why) when it raises anything
+    else; ("unknown", "") when the submission has no such function or does not import (its
+    cases then say why)."""
     try:
         select = getattr(_submission(), "select_backend", None)
     except BaseException:
@@ -376,6 +424,8 @@ def _backend_here() -> tuple[str, str]:
     import torch
     try:
         return "ok", str(select(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
+    except ValueError as exc:
+        return "invalid setting", _one_line(str(exc))
     except BaseException as exc:
         return "cannot run", _one_line(f"{type(exc).__name__}: {exc}")
 
@@ -581,31 +631,54 @@ def _run_profile_case(args: dict):
 class Worker:
     """One spawned worker process that runs case after case; replaced if it dies."""
 
-    def __init__(self, submission: str | None, distribution: str, check_inputs: bool, heartbeat=None):
+    def __init__(self, submission: str | None, distribution: str, check_inputs: bool, heartbeat=None,
+                 timeout: float | None = None, ignore_interrupt: bool = False):
         """``heartbeat(seconds)``, if given, is called every ``HEARTBEAT_S`` seconds that one
-        call has been running (human mode: a "still running" line)."""
-        self._initargs = (submission, distribution, check_inputs)
+        call has been running (human mode: a "still running" line). ``timeout``: seconds one
+        call may run before the worker is killed and the call fails (``WorkerDied``); None:
+        no limit (protocol mode, as on the server). ``ignore_interrupt``: the worker ignores
+        Ctrl-C, which the parent answers by killing it (no traceback from the worker)."""
+        self._initargs = (submission, distribution, check_inputs, ignore_interrupt)
         self._pool = None
         self._heartbeat = heartbeat
+        self._timeout = timeout
+
+    def _wait(self, future):
+        t0 = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - t0
+            left = None if self._timeout is None else self._timeout - elapsed
+            if left is not None and left <= 0:
+                self.kill()
+                raise WorkerDied(f"the case ran longer than {self._timeout:g} s and was stopped "
+                                 "(human mode's --timeout)")
+            waits = [w for w in (HEARTBEAT_S if self._heartbeat else None, left) if w is not None]
+            try:
+                return future.result(timeout=min(waits) if waits else None)
+            except FutureTimeout:
+                if self._heartbeat and (self._timeout is None or time.monotonic() - t0 < self._timeout):
+                    self._heartbeat(time.monotonic() - t0)
 
     def call(self, fn, *args):
-        """fn(*args) in the worker; ``WorkerDied`` if the process died on it."""
+        """fn(*args) in the worker; ``WorkerDied`` if the process died on it or ran past the timeout."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_worker_init, initargs=self._initargs)
         try:
-            future = self._pool.submit(fn, *args)
-            t0 = time.monotonic()
-            while True:
-                try:
-                    return future.result(timeout=HEARTBEAT_S if self._heartbeat else None)
-                except FutureTimeout:
-                    self._heartbeat(time.monotonic() - t0)
+            return self._wait(self._pool.submit(fn, *args))
         except BrokenProcessPool as exc:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
             raise WorkerDied("the worker process died while running the submission "
                              "(a crash, os._exit or an out-of-memory kill)") from exc
+
+    def kill(self):
+        """End the worker process now, whatever it is running (a later call starts a fresh one)."""
+        if self._pool is not None:
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+                proc.kill()
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def close(self):
         if self._pool is not None:
@@ -615,8 +688,11 @@ class Worker:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:  # e.g. Ctrl-C: do not wait for a case that may never end
+            self.kill()
 
 
 class WorkerDied(RuntimeError):
@@ -754,10 +830,26 @@ def _env_flag(name: str, default: bool) -> bool:
     return default if value is None else value.strip().lower() not in ("0", "false", "no", "off", "")
 
 
+def _protocol_static_problems() -> list[str]:
+    """``static_problems`` of the submission protocol mode imports: ``submission.py`` beside
+    this file (the server's layout), else in the working directory; one line each, naming the
+    file. [] when there is none (each case then says the import failed)."""
+    for folder in (HERE, Path.cwd()):
+        path = folder / "submission.py"
+        if path.is_file():
+            return [f"{path}: {problem}" for problem in static_problems(path)]
+    return []
+
+
 def protocol_main(argv: list[str]) -> int:
     fd = os.environ.get("POPCORN_FD")
     if not fd:
         return EXIT_NO_FD
+    if argv and argv[0].startswith("-"):  # human mode's options, with POPCORN_FD left exported
+        print(f"POPCORN_FD is set, which selects protocol mode (POPCORN_FD=<fd> python eval.py "
+              f"{'|'.join(MODES)} TESTFILE), so {argv[0]!r} is no mode; for the human mode unset POPCORN_FD "
+              f"or run `python eval.py human {' '.join(argv)}`", file=sys.stderr)
+        return EXIT_USAGE
     if len(argv) < 2:
         print(f"usage: POPCORN_FD=<fd> python eval.py {'|'.join(MODES)} TESTFILE (got {len(argv)} "
               "argument(s))", file=sys.stderr)
@@ -767,17 +859,18 @@ def protocol_main(argv: list[str]) -> int:
         print(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}", file=sys.stderr)
         return EXIT_USAGE
     secret = os.environ.pop("POPCORN_SEED", None)  # pop also unsets it for child processes
-    secret = int(secret) if secret else None
-    from utils import set_seed
-    set_seed(secret or 42)
     try:
-        tests = parse_test_cases(Path(test_file).read_text(), secret)
-    except OSError as exc:
-        print(f"could not open test file `{test_file}`: {exc}", file=sys.stderr)
-        return EXIT_BAD_TESTS
+        secret = int(secret) if secret else None
+    except ValueError:
+        print(f"POPCORN_SEED must be an integer, got {secret!r}", file=sys.stderr)
+        return EXIT_USAGE
+    try:  # the whole file first: readable, at least one case, every case one this problem can run
+        tests = _with_secret(read_test_file(test_file), secret)
     except TestFileError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_TESTS
+    from utils import set_seed
+    set_seed(secret or 42)
     try:
         distribution = _distribution_from(os.environ.get(ENV_DISTRIBUTION, "official"))
     except ValueError as exc:
@@ -794,6 +887,14 @@ def protocol_main(argv: list[str]) -> int:
 
     def log(key, value):
         print(f"{key}: {value}", file=out, flush=True)
+
+    problems = _protocol_static_problems()
+    if problems:  # the server refuses such an upload before anything runs
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        log("check", "fail")
+        out.close()
+        return EXIT_FAIL
 
     try:
         with Worker(None, distribution, _env_flag(ENV_CHECK_INPUTS, True)) as worker:
@@ -1022,12 +1123,78 @@ def human_main(argv: list[str]) -> int:
     p.add_argument("--backend", choices=("auto", "cuda", "triton", "scaled_mm", "torch"),
                    help=f"sets {ENV_BACKEND} for the submission")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--timeout", type=float, default=CASE_TIMEOUT_S, metavar="SECONDS",
+                   help="seconds one case (or warm-up) may run before it fails and its worker is stopped "
+                        "(default %(default)g)")
     args = p.parse_args(argv)
+    try:
+        return _human(args)
+    except KeyboardInterrupt:  # the worker ignores Ctrl-C and was killed on the way out
+        print("error: interrupted (Ctrl-C); no result", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
-    submission = Path(args.submission)
+
+def _submission_problem(submission: Path) -> str:
+    if submission.is_dir():
+        return f"--submission {submission} is a folder, not a submission file"
     if not submission.is_file():
-        print(f"error: submission file {submission} not found", file=sys.stderr)
+        return f"submission file {submission} not found"
+    if submission.suffix != ".py":
+        return (f"--submission {submission}: a submission is a Python file ending in .py "
+                "(the server runs it as submission.py)")
+    return ""
+
+
+def _json_problem(path: str | None) -> str:
+    """'' when --json PATH can be written at the end of the run, else why not (checked first,
+    so that a long run does not end in an error)."""
+    if path is None:
+        return ""
+    target = Path(path)
+    if target.is_dir():
+        return f"--json {path} is a folder; give a file path such as {target / 'out.json'}"
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"--json {path}: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"--json {path}: no permission to write there"
+    return ""
+
+
+def _memory_problem(cases: dict, torch) -> str:
+    """'' when every case's inputs fit this machine (GPU memory with CUDA, else RAM) with the
+    harness's copies of them, else the first case that does not."""
+    if torch.cuda.is_available():
+        capacity, where = torch.cuda.get_device_properties(0).total_memory, "GPU memory"
+    else:
+        try:
+            capacity, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "memory (no CUDA)"
+        except (AttributeError, OSError, ValueError):  # no sysconf here: nothing to compare with
+            return ""
+    for mode_cases in cases.values():
+        for case in mode_cases:
+            need = HARNESS_COPIES * input_bytes(case.args["m"], case.args["k"], case.args["l"])
+            if need > capacity:
+                return (f"the case '{case.spec}' needs about {need / 1e9:,.1f} GB ({HARNESS_COPIES} copies of its "
+                        f"inputs), more than this machine's {capacity / 1e9:,.1f} GB of {where}")
+    return ""
+
+
+def _human(args) -> int:
+    submission = Path(args.submission)
+    problem = _submission_problem(submission) or _json_problem(args.json)
+    if not problem and not args.timeout > 0:
+        problem = f"--timeout must be a positive number of seconds, got {args.timeout:g}"
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    problems = static_problems(submission)
+    if problems:  # the server would refuse the upload: no case runs
+        for problem in problems:
+            print(f"error: {submission}: {problem}", file=sys.stderr)
+        return EXIT_FAIL
     try:
         distribution = _distribution_from(args.distribution)
         modes = ["test", "benchmark", "leaderboard"] if args.mode == "all" else [args.mode]
@@ -1041,6 +1208,10 @@ def human_main(argv: list[str]) -> int:
     if not torch.cuda.is_available() and any(m in ("benchmark", "leaderboard") for m in modes):
         print("error: benchmark and leaderboard modes need a CUDA GPU (times come from CUDA events "
               "and L2 flushes); on this machine use --mode test", file=sys.stderr)
+        return EXIT_USAGE
+    problem = _memory_problem(cases, torch)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
 
     device = device_name()
@@ -1059,9 +1230,13 @@ def human_main(argv: list[str]) -> int:
     passed = True
     for mode in modes:
         # A fresh worker per mode, as the server starts eval.py once per mode.
-        with Worker(str(submission), distribution, _env_flag(ENV_CHECK_INPUTS, True), heartbeat) as worker:
+        with Worker(str(submission), distribution, _env_flag(ENV_CHECK_INPUTS, True), heartbeat,
+                    timeout=args.timeout, ignore_interrupt=True) as worker:
             if mode == modes[0]:  # the backend, once, before any case: one line if it cannot run here
                 status, backend = _safe_backend(worker)
+                if status == "invalid setting":
+                    print(f"error: the submission rejects its settings: {backend}", file=sys.stderr)
+                    return EXIT_USAGE
                 if status == "cannot run":
                     print(f"error: the submission cannot run on this machine ({device}): {backend}",
                           file=sys.stderr)

@@ -94,9 +94,9 @@ LAYOUT_FILES = (*SERVER_FILES, *kit_eval.KIT_SUPPORT_FILES)  # ... and what the 
 KIT_FILES = (*LAYOUT_FILES, "shapes.json")
 MODES = ("test", "benchmark", "leaderboard", "all")
 HARNESSES = ("kit", "server", "both")
-# The server's harness: gpu-mode/reference-kernels at the repository head that issue 11 compared
-# against (short hash: no full hash of it was readable where the kit is built; the image build
-# resolves it with git -- an ambiguous or unknown prefix fails the build -- and records the
+# The server's harness: gpu-mode/reference-kernels at the repository head the kit's inputs were
+# compared with, bit for bit on an H100 (short hash: no full hash of it could be read; the image
+# build resolves it with git -- an ambiguous or unknown prefix fails the build -- and records the
 # full hash in SERVER_DIR/REVISION, which every server result carries).
 SERVER_REPO_URL = "https://github.com/gpu-mode/reference-kernels"
 SERVER_COMMIT = "f83cb92"
@@ -862,7 +862,11 @@ if __name__ != "__main__" and _loaded_by_modal_run():
     if _stop:
         print(_stop[1], file=sys.stdout if _stop[0] == 0 else sys.stderr)
         raise SystemExit(_stop[0])
-elif __name__ == "__main__":
+elif __name__ == "__main__":  # `python modal_app.py`: this file is run by Modal's command line
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print("modal_app.py runs under Modal's command line: modal run modal_app.py [OPTIONS]; "
+              "every option: modal run modal_app.py --help")
+        raise SystemExit(0)
     print(f"error: this file runs through Modal: modal run modal_app.py {shlex.join(sys.argv[1:])}".rstrip()
           + " (modal run modal_app.py --help lists the options)", file=sys.stderr)
     raise SystemExit(2)

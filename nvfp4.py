@@ -81,13 +81,17 @@ def blocked_from_permuted(sf_permuted: torch.Tensor) -> torch.Tensor:
 
 
 def permuted_from_plain(plain: torch.Tensor, device: str | torch.device | None = None) -> torch.Tensor:
-    """[mn, sf_k, l] plain scales (mn % 128 == 0, sf_k % 4 == 0) -> a (32, 4, mn/128, 4, sf_k/4, l)
-    view on ``device`` (default: plain's) holding
+    """[mn, sf_k, l] plain scales (mn % 128 == 0, sf_k % 4 == 0) -> the server's permuted
+    scales on ``device`` (default: plain's): a (32, 4, mn/128, 4, sf_k/4, l) view of new,
+    contiguous (l, mn/128, sf_k/4, 32, 4, 4) memory (per batch exactly ``to_blocked``), holding
     out[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b] = plain[i, j, b]."""
     mn, sf_k, l = plain.shape
     if mn % 128 or sf_k % 4:
         raise ValueError(f"permuted_from_plain needs rows % 128 == 0 and K/16 % 4 == 0, got {mn}x{sf_k}")
     src = plain.to(device if device is not None else plain.device)
+    # dims (b, i//128, (i%128)//32, i%32, j//4, j%4)
     src = src.permute(2, 0, 1).reshape(l, mn // 128, 4, 32, sf_k // 4, 4)
-    # src dims (b, i//128, (i%128)//32, i%32, j//4, j%4) -> (i%32, (i%128)//32, i//128, j%4, j//4, b)
-    return src.permute(3, 2, 1, 5, 4, 0)
+    # memory in the server's order (b, i//128, j//4, i%32, (i%128)//32, j%4) ...
+    memory = src.permute(0, 1, 4, 3, 2, 5).contiguous()
+    # ... viewed as (i%32, (i%128)//32, i//128, j%4, j//4, b)
+    return memory.permute(3, 4, 1, 5, 2, 0)

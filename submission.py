@@ -6,7 +6,10 @@ One entry point, ``custom_kernel(data)``, dispatching to a backend:
 
 * ``cuda``: a hand-written CUDA kernel, compiled once per process for the GPU it runs on
   (sm_90a on H100/H200, sm_100a on B200) by NVRTC and launched through the CUDA driver, both
-  reached with ctypes (the standard library): no build tools, no extension module.
+  reached with ctypes (the standard library): no build tools, no extension module. It
+  launches on the device's legacy default queue (the driver's null handle), whatever queue
+  torch has made current: ordered with the harness's work, which runs there; code that
+  runs torch work on another queue must synchronise around ``custom_kernel`` itself.
 * ``triton``: one Triton kernel for all L (any CUDA GPU of compute capability >= 8.0; on the
   CPU only under TRITON_INTERPRET=1, for tests).
 * ``scaled_mm``: FP4 ``torch._scaled_mm`` per batch (needs compute capability 10.x). The
@@ -30,8 +33,12 @@ Each configuration is deterministic: repeated calls give bit-identical results.
 Inputs ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``: a [m, k/2, l] e2m1 pairs (low
 nibble = even element), b [128, k/2, l] (row 0 used), plain scales sfa [m, k/16, l] and sfb
 [128, k/16, l] (on the server, on the GPU like a), permuted scales (32, 4, rows/128, 4, k/64,
-l) whose memory is a contiguous (l, rows/128, k/64, 32, 4, 4) array, c [m, 1, l] fp16. The
-kernels read the plain scales when they live on a's device, and the permuted ones otherwise.
+l) whose memory is a contiguous (l, rows/128, k/64, 32, 4, 4) array, c [m, 1, l] fp16.
+Which scales each backend reads: ``cuda`` the plain sfa/sfb where they are on a's device with
+unit stride along k/16 and pointer, row and batch strides multiples of 4 bytes, else the
+permuted ones; ``triton``, ``scaled_mm`` and ``torch`` the permuted ones only. Plain and
+permuted must hold the same values (as the server's generator makes them): the first call
+with a layout checks the dtype, shape and device of both, no call compares their values.
 """
 
 import contextlib
@@ -986,9 +993,11 @@ def _permuted_strides(rb: int, kb: int, l: int) -> tuple:
 
 
 def _check(data) -> tuple:
-    """Cheap per-call validation of what every backend needs; returns (m, k, l). Raises
-    TypeError/ValueError naming the constraint that fails. What a kernel additionally needs
-    of the memory layout is checked by ``_layout_problem``."""
+    """Validation of what every backend needs, on the first call with a layout (and on any
+    call the fast path does not recognise); returns (m, k, l). Raises TypeError/ValueError
+    naming the constraint that fails: dtypes, shapes and devices of all seven tensors, the
+    plain scales included even where the backend reads the permuted ones. What a kernel
+    additionally needs of the memory layout is checked by ``_layout_problem``."""
     if not isinstance(data, (tuple, list)) or len(data) != 7:
         got = f"{len(data)} items" if isinstance(data, (tuple, list)) else type(data).__name__
         raise TypeError(f"data must be the tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c), got {got}")
@@ -1031,6 +1040,16 @@ def _check(data) -> tuple:
     if b.device != dev or sfa_p.device != dev or sfb_p.device != dev or c.device != dev:
         raise ValueError(f"a, b, sfa_permuted, sfb_permuted, c must share one device; got {a.device}, {b.device}, "
                          f"{sfa_p.device}, {sfb_p.device}, {c.device}")
+    # The plain scales: checked here (first call with a layout only; the per-call fast path
+    # compares just what its launch reads), whether or not the backend reads them.
+    for sf, what, rows in ((sfa, "sfa", m), (sfb, "sfb", nb)):
+        if sf.dtype != _E4M3:
+            raise TypeError(f"{what} must be float8_e4m3fn, got {sf.dtype}")
+        if tuple(sf.shape) != (rows, k // 16, l):
+            raise ValueError(f"{what} must be [{'M' if what == 'sfa' else 'N'}, K/16, L] = {(rows, k // 16, l)}, "
+                             f"got {tuple(sf.shape)}")
+        if sf.device != dev and sf.device.type != "cpu":
+            raise ValueError(f"{what} must be on a's device {dev} (or the CPU), got {sf.device}")
     return m, k, l
 
 
@@ -1391,17 +1410,17 @@ def cuda_compile_variants() -> list:
 
 # Measured per GPU model (torch.cuda.get_device_name): the fastest config of each backend for
 # each benchmark shape, by benchmarks/bench_kernel.py --sweep; the numbers behind each entry are
-# in benchmarks/RESULTS.md and benchmarks/NOTES.md. The cuda entries of 2026-11-25 (later
-# session) are chosen by the time under the server's protocol ("server": its L2 clear leaves
-# dirty lines whose write-back the kernel shares the DRAM with; what the leaderboard times),
-# the clean device time (L2 cold by rotation) breaking ties within 1%.
+# in benchmarks/RESULTS.md and benchmarks/NOTES.md. The cuda entries (from revision 1007a05 of
+# 2026-11-25 on) are chosen by the time under the server's protocol ("server": its L2 clear
+# leaves dirty lines whose write-back the kernel shares the DRAM with; what the leaderboard
+# times), the clean device time (L2 cold by rotation) breaking ties within 1%.
 _MEASURED = {
     "NVIDIA H100 80GB HBM3": {
         # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
         # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66. With the
         # kernel of the BSH sweep (2026-11-25): 31.33 / 29.30; the best BSH tile 32.11 / 29.54.
         ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
-        # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (fourth session;
+        # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (revision 363af22;
         # ceilings 50.4-50.9 / 46.0-46.3; MINB 16, 24, 28, 32 within 1%): two rows per
         # one-warp block, all 32 lanes along K. The former entry (32, 8, 1, 1, 2, 1, 2, 0, 1)
         # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93. With
@@ -1424,15 +1443,15 @@ _MEASURED = {
     "NVIDIA H200": {
         # server 24.35-24.56 us (server ceiling 21.09-21.14), clean 23.10-23.26 (ceiling 18.83-19.01);
         # next (32, 2, 8, 4, ..., 1) 25.07 / 24.46, (32, 4, 4, 4, ..., 1) 25.39 / 23.47 (the
-        # clean sweep's best, 23.39 there); triton's best 27.95 / 27.14; the entry before this
-        # session (32, 2, 4, 4, 0, 2, 2, 0, 5) 26.88 / 24.66.
+        # clean sweep's best, 23.39 there); triton's best 27.95 / 27.14; the entry before
+        # 0b7f307 (32, 2, 4, 4, 0, 2, 2, 0, 5) 26.88 / 24.66.
         ("cuda", 7168, 16384, 1): (32, 4, 4, 8, 2, 2, 2, 0, 1),
         # server 41.87 us, clean 38.08 (ceilings 36.70 / 32.83), the best of 34 configs on both;
-        # (16, 4, 2, 1, 2, 2, 2, 0, 2) 44.82 / 38.18 in the same run; the entry before this
-        # session (16, 4, 2, 4, 2, 2, 2, 1, 5) 46.51 / 41.42; triton's best 42.67 / 40.21.
+        # (16, 4, 2, 1, 2, 2, 2, 0, 2) 44.82 / 38.18 in the same run; the entry before
+        # 0b7f307 (16, 4, 2, 4, 2, 2, 2, 1, 5) 46.51 / 41.42; triton's best 42.67 / 40.21.
         ("cuda", 4096, 7168, 8): (32, 8, 1, 1, 2, 1, 2, 0, 1),
         # server 15.15 us, clean 14.64 (ceilings 13.28 / 11.86): (16, 4, 2, 1, 2, 2, 2, 0, 2)
-        # 15.55 / 14.24 in the same run; the entry before this session (16, 2, 2, 2, 2, 2, 2, 0,
+        # 15.55 / 14.24 in the same run; the entry before 0b7f307 (16, 2, 2, 2, 2, 2, 2, 0,
         # 12) 15.81 / 15.54; triton's best 15.90 / 15.25.
         ("cuda", 7168, 2048, 4): (32, 4, 1, 1, 2, 1, 2, 0, 1),
         # 26.9 us: next (2, 128, 1, 1) 27.9.
@@ -1475,14 +1494,65 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
     return [None]
 
 
-def _pinned_config(name: str):
-    """NVFP4_GEMV_CONFIG, e.g. "cuda=32,1,8,4,0;triton=8,128,2,1": a config per backend,
-    used for every shape (for benchmarking one config)."""
+def _config_problem(name: str, cfg: tuple) -> str:
+    """'' when ``cfg`` is a config backend ``name`` can build (whatever the shape), else why not."""
+    if name == "triton":
+        if len(cfg) != 4:
+            return f"triton takes 4 numbers (BLOCK_M, BLOCK_G, num_warps, num_stages), got {len(cfg)}"
+        if not all(x > 0 and x & (x - 1) == 0 for x in cfg[:3]) or cfg[2] > 32 or cfg[3] < 1:
+            return ("triton's BLOCK_M, BLOCK_G and num_warps (<= 32) must be powers of two and "
+                    f"num_stages >= 1, got {cfg}")
+        return ""
+    if not 5 <= len(cfg) <= 9:
+        return f"cuda takes 5 to 9 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB]), got {len(cfg)}"
+    lpr, rpt, u, warps, decode = cfg[:5]
+    v, load, pipe, minb = tuple(cfg[5:9]) + _CUDA_SHAPE[len(cfg[5:9]):]
+    if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2)
+            or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0):
+        return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-2; V 1 or 2 "
+                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; got {cfg}")
+    return ""
+
+
+def _pinned_configs() -> dict:
+    """NVFP4_GEMV_CONFIG, e.g. "cuda=32,1,8,4,0;triton=8,128,2,1": {backend: config}, each used
+    for every shape (for benchmarking one config). Raises ValueError (one line) for a part that
+    is not ``cuda=...`` or ``triton=...`` with integers a kernel can build."""
     spec = os.environ.get(_ENV_CONFIG, "")
-    for part in spec.split(";"):
-        if part.strip().startswith(name + "="):
-            return tuple(int(x) for x in part.split("=", 1)[1].split(","))
-    return None
+    out = {}
+    for part in (p.strip() for p in spec.split(";")):
+        if not part:
+            continue
+        name, sep, numbers = part.partition("=")
+        name = name.strip()
+        if not sep or name not in ("cuda", "triton"):
+            raise ValueError(f"{_ENV_CONFIG}: {part!r} is not cuda=N,N,... or triton=N,N,N,N "
+                             f"(e.g. \"cuda=32,2,1,1,2;triton=16,64,2,1\")")
+        try:
+            cfg = tuple(int(x) for x in numbers.split(","))
+        except ValueError:
+            raise ValueError(f"{_ENV_CONFIG}: {part!r}: a config is integers separated by commas") from None
+        problem = _config_problem(name, cfg)
+        if problem:
+            raise ValueError(f"{_ENV_CONFIG}: {part!r}: {problem}")
+        out[name] = cfg
+    return out
+
+
+def _pinned_config(name: str):
+    """The config NVFP4_GEMV_CONFIG pins for backend ``name``, or None (``_pinned_configs``)."""
+    return _pinned_configs().get(name)
+
+
+_TUNE_MODES = ("auto", "force", "off")
+
+
+def _tune_mode() -> str:
+    """NVFP4_GEMV_TUNE: auto (default), force or off; anything else raises ValueError."""
+    mode = os.environ.get(_ENV_TUNE, "auto").strip().lower() or "auto"
+    if mode not in _TUNE_MODES:
+        raise ValueError(f"{_ENV_TUNE}={mode!r}: choose one of {', '.join(_TUNE_MODES)}")
+    return mode
 
 
 def _gemv_bytes(m: int, k: int, l: int) -> int:
@@ -1497,6 +1567,8 @@ def _config_for(name: str, data, m: int, k: int, l: int):
     the tuner's pick with the table's), =off never times them."""
     pinned = _pinned_config(name)
     if pinned is not None:
+        if name == "triton" and m % pinned[0]:
+            raise ValueError(f"{_ENV_CONFIG}: triton BLOCK_M={pinned[0]} must divide M={m}")
         return pinned
     dev = data[0].device
     key = (dev, name, m, k, l)
@@ -1506,7 +1578,7 @@ def _config_for(name: str, data, m: int, k: int, l: int):
         cands = _candidates(name, m, k, l, cap)
         cfg = cands[0]
         if dev.type == "cuda":
-            tune = os.environ.get(_ENV_TUNE, "auto").strip().lower()
+            tune = _tune_mode()
             known = _MEASURED.get(torch.cuda.get_device_name(dev), {}).get((name, m, k, l))
             if known is not None and tune != "force":
                 cfg = known
@@ -1759,7 +1831,8 @@ def select_backend(device) -> str:
     a backend name, or "fastest" (auto on a GPU: measured per shape on first use)."""
     want = os.environ.get(_ENV, "auto").strip().lower() or "auto"
     if want not in _BACKENDS:
-        raise ValueError(f"{_ENV}={want!r}: choose one of {', '.join(_BACKENDS)}")
+        raise ValueError(f"{_ENV}={want!r} is not a backend: choose one of {', '.join(_BACKENDS)}")
+    _pinned_configs(), _tune_mode()  # the other settings, checked before any work (ValueError)
     device = torch.device(device)
     if want == "auto":
         return "fastest" if device.type == "cuda" else "torch"

@@ -4,25 +4,9 @@
     python -m benchmarks.compare --shapes all         # ... and the official test shapes
     python -m benchmarks.compare --shape 512x4096x2 --reps 40 --out /tmp/cmp
 
-Strategies (the registry, ``STRATEGIES``; each is checked, then timed, per shape):
-
-1. ``ceiling``: a plain streaming read of the bytes a GEMV must move (a + sfa + b row 0 +
-   sfb row 0 + c): ``timing.read_ceiling`` (the fastest of several launch shapes).
-2. ``triton``: ``submission.custom_kernel`` with ``NVFP4_GEMV_BACKEND=triton``.
-3. ``scaled_mm``: ``submission.custom_kernel`` with ``NVFP4_GEMV_BACKEND=scaled_mm`` (FP4
-   ``torch._scaled_mm`` per batch; compute capability 10.x only).
-4. ``official``: ``reference.ref_kernel_scaled_mm``, the competition's own loop: per batch,
-   ``to_blocked`` of the plain scales (on the GPU, where the server hands them over) and
-   ``_scaled_mm`` (10.x only). Timed like the others; should it ever block the host, the
-   device time is reported as missing (``timing.HostBound``), the harness time stays.
-5. ``dequant_mm``: every call dequantises a and b row 0 to fp16 (permuted scales reordered on
-   the GPU, a 256-entry fp16 pair table indexed by byte, times the fp16 scale: exact, since
-   e2m1 x e4m3 has <= 6 significant bits and |value| <= 6 * 448), then ``torch.matmul``
-   (cuBLAS, fp32 accumulation).
-6. ``fp16_gemv``: ``torch.matmul`` on a and b row 0 dequantised to fp16 once, outside the
-   timed region (what a user without FP4 would run; it moves ~3.6x the bytes).
-7. ``graph``: ``custom_kernel`` (triton) captured into one ``torch.cuda.CUDAGraph`` per input
-   set; the timed call is ``graph.replay()``.
+Strategies: the registry ``STRATEGIES`` (a key, a label and what it runs, each; ``--help``
+lists them from it): the streaming-read ceiling, the kernel backends of submission.py, the official
+loop, dequantise + cuBLAS, an fp16 GEMV on pre-dequantised weights, CUDA-graph replay.
 
 Per strategy and shape: the output of the first input set is checked against
 ``reference.ref_kernel`` (exact) with the official tolerances, its output buffer poisoned
@@ -233,6 +217,11 @@ def _replay(state):
     return state[1]
 
 
+# ``official``: timed like the others; should it ever block the host, its device time is
+# reported as missing (timing.HostBound) and the harness time stays. ``dequant_mm``: the
+# permuted scales reordered on the GPU, a 256-entry fp16 pair table indexed by byte, times the
+# fp16 scale: exact, since e2m1 x e4m3 has <= 6 significant bits and |value| <= 6 * 448; then
+# cuBLAS with fp32 accumulation. ``fp16_gemv`` moves ~3.6x the bytes of the others.
 STRATEGIES = [
     Strategy("ceiling", "ceiling: streaming read",
              "plain read of a + sfa + b row 0 + sfb row 0 + c (timing.read_ceiling kernel)",
@@ -729,7 +718,9 @@ def environment(argv: list[str]) -> dict:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="strategies (--strategies):\n" + "\n".join(
+                                    f"  {s.key:<11} {s.what}" for s in STRATEGIES))
     p.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
     p.add_argument("--shape", type=parse_shape, action="append", metavar="MxKxL",

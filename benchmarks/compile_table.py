@@ -461,6 +461,56 @@ def gate(submission: Path | str = SUBMISSION, server: Path | None = None) -> lis
     return [w.result() for w in workers]
 
 
+def _out_problem(out: str) -> str:
+    """'' when the markdown file ``out`` can be written, else why not (checked before compiling)."""
+    target = Path(out)
+    if target.is_dir():
+        return f"--out {out} is a folder; give a file path such as {target / 'compile-table.md'}"
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"--out {out}: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"--out {out}: no permission to write there"
+    return ""
+
+
+def _submission_problem(path: str) -> str:
+    """'' when ``path`` is a Python file that imports (in a subprocess, as the workers will
+    import it), else why not, in one line."""
+    if not Path(path).is_file():
+        return f"--submission {path} not found (or not a file)"
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "from benchmarks.compile_table import load_submission; load_submission(sys.argv[2])")
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT), str(Path(path).resolve())], cwd=ROOT,
+                          env=_child_env(None), capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
+    if proc.returncode:
+        last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return f"--submission {path} does not import: {last}"
+    return ""
+
+
+def summary(results: list[dict], rows: list[dict]) -> list[str]:
+    """A few lines for the terminal (the table itself goes to the file): per Triton version the
+    compile count, time, register range, spills and errors; the cuda backend's the same."""
+    out = []
+    for res in results:
+        ok = [r for r in res["rows"] if not r["error"]]
+        regs = [r["regs"] for r in ok if r["regs"]]
+        spills = sum(1 for r in ok if (r["spill_stores"] or 0) + (r["spill_loads"] or 0))
+        out.append(f"Triton {res['triton']}: {len(res['rows'])} compiles ({len(res['variants'])} variants x "
+                   f"{len(ARCHS)} archs) in {res['seconds']} s; registers "
+                   f"{min(regs, default=0)}-{max(regs, default=0)}; {spills} with spills; "
+                   f"{len(failures(res))} errors")
+        out += [f"  error: {e}" for e in failures(res)]
+    if rows:
+        regs = [r["regs"] for r in rows]
+        out.append(f"cuda backend: {len(rows)} compiles; registers {min(regs)}-{max(regs)}; "
+                   f"{sum(1 for r in rows if r['stack'])} with a stack (spilled registers)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -487,20 +537,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no triton=={SERVER_TRITON} at {server}; run `python3 benchmarks/compile_table.py "
               "--install-server-triton` (or pass --installed-only)", file=sys.stderr)
         return 2
-    results = gate(args.submission, server)
+    problem = _out_problem(args.out) or _submission_problem(args.submission)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        results = gate(args.submission, server)
+    except RuntimeError as exc:  # a worker died: its last line says why
+        print(f"error: {str(exc).strip().splitlines()[-1]}", file=sys.stderr)
+        return 1
     command = "python3 benchmarks/compile_table.py" + (" --installed-only" if server is None else "")
     text = report(results, command)
-    rows = cuda_rows(load_submission(args.submission))
+    sub = load_submission(args.submission)
+    rows = cuda_rows(sub) if hasattr(sub, "cuda_compile_variants") else []
     if rows:
-        text += ("\n## CUDA backend (NVRTC " + ".".join(map(str, load_submission(args.submission).nvrtc_version()))
+        text += ("\n## CUDA backend (NVRTC " + ".".join(map(str, sub.nvrtc_version()))
                  + ")\n\nEvery config the cuda backend can launch (whole steps, plain scales; the gate in "
                  "tests/test_cuda_backend.py\ncompiles the other variants too), read from the cubin with cuobjdump "
                  "-res-usage. A stack\nabove 0 is spilled registers (the MINB configs trade a few for occupancy)."
                  "\n\n" + cuda_markdown(rows) + "\n")
-    print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
-    print(f"written to {args.out}", file=sys.stderr)
+    print("\n".join(summary(results, rows)))
+    print(f"the table: {args.out}")
     return 1 if any(failures(r) for r in results) else 0
 
 

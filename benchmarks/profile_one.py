@@ -29,7 +29,8 @@ from benchmarks import timing  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/profile_one.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="4096x7168x8", help="MxKxL")
     ap.add_argument("--backend", default="cuda", help="cuda, triton, or read (the read ceiling's kernel)")
     ap.add_argument("--config", default="", help="comma-separated config (default: the backend's pick)")
@@ -43,7 +44,7 @@ def main() -> int:
             print(f"profile_one.py --sms: {exc}", file=sys.stderr)
             return 2
     if not torch.cuda.is_available():
-        print("profile_one.py needs a CUDA GPU", file=sys.stderr)
+        print("profile_one.py needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
     m, k, l = (int(x) for x in args.shape.split("x"))
     if args.backend == "read":

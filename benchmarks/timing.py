@@ -315,3 +315,12 @@ def launch_scaling(submission, blocks_per_sm: int = 8) -> dict:
     except Exception as exc:  # noqa: BLE001 - no NVRTC here: the triton path alone
         res["cuda_error"] = f"{type(exc).__name__}: {exc}"
     return res
+
+
+if __name__ == "__main__":
+    import sys
+    _asked = bool({"-h", "--help"} & set(sys.argv[1:]))
+    print(__doc__.split("\n\n")[0] + "\n\nA module, not a command: benchmarks/bench_kernel.py and "
+          "benchmarks/compare.py import it. Run\n    python3 benchmarks/bench_kernel.py --help\n"
+          "    python3 -m benchmarks.compare --help", file=sys.stdout if _asked else sys.stderr)
+    sys.exit(0 if _asked else 2)

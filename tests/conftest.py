@@ -29,8 +29,11 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 
 def progress(config: pytest.Config, message: str) -> None:
-    """A line on the terminal now, past pytest's output capture: for a step that takes longer
-    than ~10 s (a module fixture running many subprocesses), so that the run is not silent."""
+    """A line on the terminal now, past pytest's output capture, for a step that takes longer
+    than ~10 s (a module fixture running many subprocesses) -- only with ``-s`` (capture off),
+    so that the progress dots of a plain run stay on one line."""
+    if config.getoption("capture") != "no":
+        return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None:

@@ -1,11 +1,15 @@
 """benchmarks/bench_kernel.py's command line, on any machine: it says what it needs, its
 options are described, and it records the backend that ran (the timing itself needs a GPU:
-.ci/gpu-run runs it there)."""
+.ci/gpu-run runs it there). Also the other benchmark scripts' command lines (compile_table.py's
+are in tests/test_compile_gate.py)."""
 
+import os
+import subprocess
+import sys
 import types
 
 import pytest
-from conftest import HAS_CUDA
+from conftest import HAS_CUDA, ROOT
 
 from benchmarks import bench_kernel
 
@@ -54,3 +58,39 @@ def test_table_rows_name_backend_and_config():
     assert lines[3].startswith("| 7168x2048x4 | custom_kernel, fastest: cuda | | 15.00 | | | 22.00 (3.00) "
                                "| 30.0 (20.0) |")
     assert "WRONG" in lines[4]
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without CUDA")
+@pytest.mark.parametrize("script", ["benchmarks/cuda_build_probe.py", "benchmarks/profile_one.py"])
+def test_gpu_scripts_refuse_in_one_line_without_cuda(script):
+    proc = _script(script)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and "needs a CUDA GPU" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["benchmarks/profile_one.py", "--help"],
+     ["ncu --clock-control none", "python3 benchmarks/profile_one.py --shape 4096x7168x8 --backend cuda --config",
+      "--kernel-name regex:_read_kernel"]),
+    (["benchmarks/cuda_build_probe.py", "--help"], ["--skip-load-inline", "NVRTC"]),
+    (["benchmarks/timing.py", "--help"], ["A module, not a command", "python3 benchmarks/bench_kernel.py --help"]),
+    (["modal_app.py", "--help"], ["modal run modal_app.py --help"]),
+], ids=["profile_one", "cuda_build_probe", "timing", "modal_app"])
+def test_help_says_it_all(args, words):
+    """--help prints the whole text (profile_one's ncu example was cut off; timing.py and
+    `python modal_app.py` printed nothing): exit 0."""
+    proc = _script(*args)
+    assert proc.returncode == 0, proc.stderr
+    for word in words:
+        assert word in proc.stdout, (word, proc.stdout)
+
+
+@pytest.mark.parametrize("script", ["benchmarks/timing.py", "modal_app.py"])
+def test_modules_run_as_scripts_point_to_the_command(script):
+    proc = _script(script)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.strip(), proc.stderr

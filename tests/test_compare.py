@@ -439,3 +439,15 @@ def test_compare_end_to_end_on_one_small_shape(tmp_path):
         assert status[key] == ("ok" if fp4 or key not in ("scaled_mm", "official") else "n/a"), key
     assert "| strategy |" in proc.stdout and "[compare]" in proc.stderr
     assert (tmp_path / f"{stem}.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_help_lists_every_strategy_from_the_registry(capsys):
+    """The strategies are listed where they are defined (--help, generated from STRATEGIES), not
+    in a hand-written list that can drift (the docstring's once lacked the cuda backend)."""
+    import re
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--help"])
+    text = capsys.readouterr().out
+    for s in compare.STRATEGIES:
+        assert f"  {s.key:<11} {s.what}" in text, s.key
+    assert not re.search(r"^\s*\d+\. ``", compare.__doc__, re.M), "a numbered strategy list in the docstring"

@@ -140,3 +140,41 @@ def test_a_kernel_that_does_not_compile_fails_the_gate(tmp_path):
     for arch in ct.ARCHS:
         assert any(f"_bad_kernel cc {arch}" in p and "no_such_function" in p for p in problems), problems
     assert "_bad_kernel" in ct.markdown(result) and "ERROR" in ct.markdown(result)
+
+
+# --------------------------------------------------------------------------- the command line
+
+def test_cli_refuses_a_bad_submission_or_out_before_compiling(tmp_path, capsys):
+    """A missing or broken --submission and an --out that cannot be written: one line, exit 2,
+    before any compiling (they were raw tracebacks, the last after a minute of compiling)."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("def custom_kernel(data):\n    return (\n")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for argv, words in ((["--submission", str(tmp_path / "missing.py")], "not found"),
+                        (["--submission", str(broken)], "does not import: SyntaxError"),
+                        (["--out", str(tmp_path)], "is a folder"),
+                        (["--out", str(a_file / "table.md")], "is a file, not a folder")):
+        assert ct.main(["--installed-only", *argv]) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1, (argv, captured)
+        assert captured.err.startswith("error: ") and words in captured.err, (argv, captured.err)
+
+
+def test_cli_prints_a_summary_and_writes_the_table(compiled, tmp_path, monkeypatch, capsys):
+    """A normal run prints a few summary lines (not the ~200-line table) and writes the table."""
+    monkeypatch.setattr(ct, "gate", lambda sub, server: [compiled["installed"]])
+    monkeypatch.setattr(ct, "load_submission", lambda path: submission)
+    rows = [{"config": (32, 2, 1, 1, 2, 1, 2, 0, 1), "arch": arch, "regs": 40, "stack": 0, "shared": 0,
+             "local": 0} for arch in ct.CUDA_ARCHS]
+    monkeypatch.setattr(ct, "cuda_rows", lambda sub: rows)
+    monkeypatch.setattr(submission, "nvrtc_version", lambda: (13, 0))
+    out = tmp_path / "deep" / "table.md"
+    assert ct.main(["--installed-only", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 6, lines
+    assert lines[0].startswith(f"Triton {compiled['installed']['triton']}: ") and "0 errors" in lines[0]
+    assert lines[1] == "cuda backend: 2 compiles; registers 40-40; 0 with a stack (spilled registers)"
+    assert lines[-1] == f"the table: {out}"
+    table = out.read_text()
+    assert table.count("\n| ") >= len(compiled["installed"]["rows"]) // len(ct.ARCHS)

@@ -278,6 +278,21 @@ def test_worker_environment(runs):
     assert int(err.split("a_max_byte=")[1].split()[0]) > 3  # official bytes are 0..3
 
 
+def test_protocol_mode_refuses_what_the_server_refuses(tmp_path):
+    """A submission.py with the forbidden word (in a comment) and no header lines: one stderr
+    line per broken rule naming the file, ``check: fail``, exit 112, no case run."""
+    bad = tmp_path / "bad.py"
+    bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2]
+                   + f"# one {ev.FORBIDDEN_WORD.capitalize()} per call\n")
+    workdir = server_layout(tmp_path / "server", bad)
+    run = ev.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 112, describe(run)
+    assert run.lines == {"check": "fail"}, describe(run)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{workdir / 'submission.py'}: ") for line in lines), run.stderr
+    assert "contains the word" in lines[0] and "missing header line" in lines[1] + lines[2]
+
+
 # --------------------------------------------------------------------------- human mode
 
 
@@ -330,6 +345,22 @@ def test_human_mode_forced_triton_on_a_cpu_is_one_line():
     assert "NVFP4_GEMV_BACKEND=triton cannot run on cpu" in proc.stderr
 
 
+@pytest.mark.parametrize("variable, value, words", [
+    ("NVFP4_GEMV_BACKEND", "bogus", "NVFP4_GEMV_BACKEND='bogus' is not a backend"),
+    ("NVFP4_GEMV_CONFIG", "garbage", "NVFP4_GEMV_CONFIG: 'garbage' is not cuda="),
+], ids=["backend", "config"])
+def test_human_mode_names_a_bad_setting_before_any_case(variable, value, words):
+    """The real submission with a setting it cannot use: one line saying the setting is wrong
+    (not that the submission "cannot run on this machine"), exit 2, no case run."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
+    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "--shapes", str(FIXTURES / TINY_ONE)],
+                          cwd=ROOT, env={**env, variable: value}, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: the submission rejects its settings: ")
+    assert words in proc.stderr
+
+
 def test_human_mode_reports_a_failure(runs):
     proc, report = runs["human.raises"]
     assert proc.returncode == 112
@@ -346,21 +377,86 @@ def test_human_benchmark_needs_cuda():
 
 
 def test_human_mode_usage_errors(tmp_path, capsys):
+    """Each a one-line error and exit 2, before any case runs (nothing on stdout, no JSON)."""
     good = str(fixture("good_submission"))
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     bad_m = tmp_path / "bad_m.txt"
     bad_m.write_text("m: 128; k: 256; l: 1; seed: 1\nm: 100; k: 256; l: 1; seed: 1\n")
+    huge = tmp_path / "huge.txt"
+    huge.write_text("m: 1280000; k: 65536; l: 64; seed: 1\n")
+    not_py = tmp_path / "notpy.txt"
+    not_py.write_text((FIXTURES / "good_submission.py").read_text())
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
     for argv, error in (
             (["--submission", str(tmp_path / "nope.py")], "not found"),
+            (["--submission", str(not_py)], "a submission is a Python file ending in .py"),
+            (["--submission", str(tmp_path)], "is a folder, not a submission file"),
             (["--submission", good, "--shapes", str(tmp_path / "missing.txt")], "neither a shape set"),
             (["--submission", good, "--shapes", str(empty)], "holds no test cases"),
             (["--submission", good, "--shapes", str(bad_m)], "line 2: m must be a positive multiple of 128"),
             (["--submission", good, "--shapes", str(tmp_path)], "is a directory, not a test file"),
-            (["--submission", good, "--distribution", "nope"], "unknown distribution 'nope'")):
+            (["--submission", good, "--shapes", str(huge)], "needs about"),
+            (["--submission", good, "--distribution", "nope"], "unknown distribution 'nope'"),
+            (["--submission", good, "--json", str(tmp_path)], "is a folder; give a file path"),
+            (["--submission", good, "--json", str(a_file / "out.json")], "is a file, not a folder"),
+            (["--submission", good, "--timeout", "0"], "--timeout must be a positive number")):
         assert ev.human_main(argv) == 2, argv
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and error in err, (argv, err)
+        captured = capsys.readouterr()
+        assert captured.err.count("\n") == 1 and error in captured.err, (argv, captured.err)
+        assert captured.err.startswith("error: ") and captured.out == "", argv
+
+
+def test_human_mode_times_out_a_case_that_never_returns(tmp_path):
+    """--timeout fails the case (table and JSON say why) and stops its worker: the run ends."""
+    out = tmp_path / "r.json"
+    t0 = time.monotonic()
+    proc = human(["--submission", str(fixture("wrong_never_returns")), "--shapes", str(FIXTURES / TINY_ONE),
+                  "--timeout", "5", "--json", str(out)])
+    assert proc.returncode == 112, proc.stderr[-3000:]
+    assert time.monotonic() - t0 < 120
+    error = json.loads(out.read_text())["modes"]["test"]["cases"][0]["error"]
+    assert "ran longer than 5 s" in error and "test: FAIL" in proc.stdout
+
+
+def test_human_mode_ctrl_c_is_one_line(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a case runs:
+    no traceback from eval.py or its worker, one line, exit 130, and no process left behind."""
+    import signal
+    import threading
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "eval.py"), "--submission", str(fixture("wrong_never_returns")),
+                             "--shapes", str(FIXTURES / TINY_ONE)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines, entered = [], threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if "custom_kernel entered" in line:
+                entered.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert entered.wait(RUN_TIMEOUT_S), "".join(lines)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    reader.join(timeout=10)
+    after = "".join(lines).split("never returning\n", 1)[1]
+    assert proc.returncode == ev.EXIT_INTERRUPTED == 130, "".join(lines)
+    assert after == "error: interrupted (Ctrl-C); no result\n", after
+    for _ in range(20):  # the killed worker may linger a moment as a zombie until init reaps it
+        ps = subprocess.run(["ps", "-o", "pid=,stat=", "-s", str(proc.pid)], capture_output=True, text=True).stdout
+        alive = [line for line in ps.splitlines() if not line.split()[1].startswith("Z")]
+        if not alive:
+            break
+        time.sleep(0.5)
+    assert alive == [], f"processes left running in the session: {alive}"
 
 
 def test_human_help_lists_every_choice(capsys):
@@ -410,3 +506,21 @@ def test_cuda_human_benchmark_table(tmp_path):
     assert all(c["mean_us"] > 0 and c["pct_of_sol"] > 0 for c in summary["cases"])
     assert summary["geomean_mean_us"] > 0 and summary["geomean_median_us"] > 0
     assert "geomean of means" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the suite's own progress lines
+
+
+@pytest.mark.parametrize("capture, shown", [("no", True), ("fd", False), ("sys", False)],
+                         ids=["with -s", "default capture", "capture=sys"])
+def test_progress_lines_only_with_capture_off(capture, shown):
+    """The "[eval.py end to end] 7/20 runs done" lines reach the terminal with -s only; in a
+    plain run they would break pytest's line of progress dots."""
+    import types
+    lines = []
+    reporter = types.SimpleNamespace(write_line=lines.append)
+    plugins = {"terminalreporter": reporter, "capturemanager": None}
+    config = types.SimpleNamespace(getoption=lambda name: {"capture": capture}[name],
+                                   pluginmanager=types.SimpleNamespace(get_plugin=plugins.get))
+    progress(config, "[eval.py end to end] 7/20 runs done")
+    assert lines == (["[eval.py end to end] 7/20 runs done"] if shown else [])

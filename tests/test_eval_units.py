@@ -4,10 +4,75 @@ geometric mean, popcorn line parsing, summaries and tables, protocol exit codes.
 import math
 import statistics
 import sys
+from pathlib import Path
 
 import pytest
 
 import eval as ev
+
+# --------------------------------------------------------------------------- the server's upload rules
+
+HEADERS = "#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n"
+BODY = "def custom_kernel(data):\n    return data[-1]\n"
+WORD = ev.FORBIDDEN_WORD  # the word the server rejects, spelled once, in eval.py
+
+
+def _static(tmp_path, content) -> list[str]:
+    path = tmp_path / "submission.py"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return ev.static_problems(path)
+
+
+@pytest.mark.parametrize("content, expected", [
+    (HEADERS + BODY + f"# one {WORD} per call\n", ["line 5 contains the word"]),
+    (HEADERS + f"x = 1  # {WORD.upper()}\n" + BODY, ["line 3 contains the word"]),
+    (HEADERS + f"{WORD[0].upper()}{WORD[1:3]}{WORD[3:].upper()}s = None\n" + BODY, ["line 3 contains the word"]),
+    (f'"""A doc{WORD}ing string."""\n' + HEADERS + BODY, ["line 1 contains the word"]),
+    ("#!POPCORN gpu NVIDIA\n" + BODY, ["missing header line '#!POPCORN leaderboard nvfp4_gemv'"]),
+    ("#!POPCORN leaderboard nvfp4_gemv\n" + BODY, ["missing header line '#!POPCORN gpu NVIDIA'"]),
+    (BODY + f"# {WORD}\n", ["line 3 contains the word", "missing header line '#!POPCORN leaderboard",
+                             "missing header line '#!POPCORN gpu"]),
+    (HEADERS + BODY + "#" * (ev.MAX_SUBMISSION_BYTES + 1) + "\n",
+     ["bytes; the server rejects files over 1,000,000 bytes"]),
+    ("", ["the file is empty"]),
+    (HEADERS.encode() + b"# caf\xe9\n" + BODY.encode(), ["the file is not UTF-8"]),
+], ids=["word in a comment", "upper case", "mixed case", "word inside a word", "no leaderboard header",
+        "no gpu header", "three problems", "over 1 MB", "empty", "not UTF-8"])
+def test_static_problems_one_line_per_broken_rule(tmp_path, content, expected):
+    """The server's upload rules (gpu-mode/kernelbot api_utils.py at 01a0072): one line per
+    rule broken, each naming it."""
+    problems = _static(tmp_path, content)
+    assert len(problems) == len(expected), problems
+    for problem, words in zip(problems, expected, strict=True):
+        assert words in problem and "\n" not in problem
+
+
+def test_static_problems_accept_a_good_file_at_the_size_limit(tmp_path):
+    content = HEADERS + BODY
+    assert _static(tmp_path, content + "#" * (ev.MAX_SUBMISSION_BYTES - len(content) - 1) + "\n") == []
+
+
+def test_the_kit_and_its_fixture_submissions_pass_the_upload_rules():
+    """submission.py and every fixture run as a submission (tests/fixtures/*.py) would be
+    accepted by the server: headers on top, no forbidden word, small."""
+    root = Path(ev.__file__).parent
+    paths = [root / "submission.py", *sorted((root / "tests" / "fixtures").glob("*.py"))]
+    assert len(paths) > 5
+    assert {str(p.relative_to(root)): ev.static_problems(p) for p in paths} == \
+        {str(p.relative_to(root)): [] for p in paths}
+
+
+def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
+    """Before any case: one ``error:`` line per broken rule, naming the file; exit 112."""
+    path = tmp_path / "mine.py"
+    path.write_text(BODY + f"# a {WORD.title()} of launches\n")
+    assert ev.human_main(["--submission", str(path)]) == ev.EXIT_FAIL == 112
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == "" and len(lines) == 3, captured.err
+    assert all(line.startswith(f"error: {path}: ") for line in lines)
+    assert "line 3 contains the word" in lines[0] and "missing header line" in lines[1]
+
 
 # --------------------------------------------------------------------------- parser
 
@@ -24,17 +89,21 @@ def test_parser_keeps_alphabetic_values_as_strings():
     assert case.args == {"m": 128, "mode": "fast"}
 
 
-@pytest.mark.parametrize("line", [
-    "m: 128; k: 256;",          # empty part after the last ';'
-    "m 128",                    # no colon
-    "m: 12.5",                  # not an integer
-    "m: full-range",            # '-' is not alphabetic
-    "m1: 128",                  # digits in a key
-    "",                         # a blank line is not a case
-])
-def test_parser_rejects_bad_lines(line):
-    with pytest.raises(ev.TestFileError, match="^line 2: invalid test case"):
+@pytest.mark.parametrize("line, reason", [
+    ("m: 128; k: 256;", "nothing there"),                                     # empty part after the last ';'
+    ("m 128", "no ':' (expected key: value)"),                                # no colon
+    ("m: 12.5", "the value '12.5' is neither an integer nor a word"),         # not an integer
+    ("m: 128.5", "the value '128.5' is neither an integer nor a word"),
+    ("m: full-range", "the value 'full-range' is neither an integer nor a word"),  # '-' is not alphabetic
+    ("m1: 128", "the key 'm1' is not letters only"),                          # digits in a key
+    ("", "nothing there (a blank line"),                                      # a blank line is not a case
+], ids=["trailing ;", "no colon", "decimal", "decimal 128.5", "dash", "digit in key", "blank line"])
+def test_parser_rejects_bad_lines(line, reason):
+    """Each rejected line says why, in one line."""
+    with pytest.raises(ev.TestFileError, match="^line 2: invalid test case") as info:
         ev.parse_test_cases(f"m: 128; k: 256; l: 1; seed: 1\n{line}\n")
+    assert str(info.value).endswith(reason) or reason in str(info.value).rsplit("': ", 1)[-1], str(info.value)
+    assert "\n" not in str(info.value)
 
 
 # --------------------------------------------------------------------------- shapes for the human mode
@@ -47,7 +116,8 @@ def test_parser_rejects_bad_lines(line):
     ("m: 0; k: 256; l: 1; seed: 1", "line 1: m must be a positive multiple of 128, got 0"),
     ("m: 128; k: 224; l: 1; seed: 1", "line 1: k must be a positive multiple of 64, got 224"),
     ("m: 128; k: 256; l: 0; seed: 1", "line 1: l must be >= 1, got 0"),
-    ("m: 128; k: 256; l: 1; seed: abc", "line 1: seed must be integers"),
+    ("m: 128; k: 256; l: 1; seed: abc", "line 1: seed must be an integer, got 'abc'"),
+    ("m: abc; k: 256; l: 1; seed: 1", "line 1: m must be an integer, got 'abc'"),
     ("m: 128; k: 256; l: 1", "line 1: a case has exactly the keys m, k, l, seed; missing seed"),
     ("m: 128; k: 256; l: 1; seed: 1; n: 2", "line 1: a case has exactly the keys m, k, l, seed; unknown n"),
     ("m: 128; k: 256; l: 1; seed: 1\n\nm: 128; k: 256; l: 1; seed: 2", "line 2: invalid test case"),
@@ -288,6 +358,45 @@ def test_protocol_usage_errors_say_one_line(tmp_path, monkeypatch, capsys):
         assert err.count("\n") == 1 and err.startswith(f"POPCORN_FD={fd} is not an open file descriptor")
 
 
+@pytest.mark.parametrize("text, error", [
+    ("", "holds no test cases"),
+    ("m: abc; k: 256; l: 1; seed: 1\n", "line 1: m must be an integer, got 'abc'"),
+    ("m: 128.5; k: 256; l: 1; seed: 1\n", "the value '128.5' is neither an integer nor a word"),
+    ("m: 100; k: 256; l: 1; seed: 1\n", "line 1: m must be a positive multiple of 128, got 100"),
+], ids=["empty", "m: abc", "m: 128.5", "m: 100"])
+def test_protocol_checks_the_test_file_before_any_case(tmp_path, monkeypatch, capsys, text, error):
+    """What human mode refuses, protocol mode refuses too, before anything runs: exit 113 and
+    one line naming the file and the line (an empty file once gave check: pass; m: abc a
+    TypeError inside every case)."""
+    monkeypatch.setenv("POPCORN_FD", "99")  # never opened: the test file is checked before
+    path = tmp_path / "tests.txt"
+    path.write_text(text)
+    assert ev.main(["test", str(path)]) == ev.EXIT_BAD_TESTS
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(str(path)) and error in err, err
+
+
+def test_protocol_secret_seed_must_be_an_integer(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("POPCORN_FD", "99")
+    monkeypatch.setenv("POPCORN_SEED", "abc")
+    good = tmp_path / "good.txt"
+    good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
+    assert ev.main(["test", str(good)]) == ev.EXIT_USAGE
+    assert capsys.readouterr().err == "POPCORN_SEED must be an integer, got 'abc'\n"
+
+
+@pytest.mark.parametrize("argv", [["--mode", "test"], ["--help"], ["--submission", "x.py", "--mode", "test"]],
+                         ids=["--mode test", "--help", "--submission"])
+def test_protocol_mode_says_popcorn_fd_selected_it(monkeypatch, capsys, argv):
+    """Human-mode options with POPCORN_FD still exported: one line saying that POPCORN_FD picks
+    protocol mode, and how to reach the human mode (not "unknown mode '--mode'")."""
+    monkeypatch.setenv("POPCORN_FD", "99")
+    assert ev.main(argv) == ev.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("POPCORN_FD is set, which selects protocol mode"), err
+    assert f"python eval.py human {' '.join(argv)}" in err
+
+
 def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("POPCORN_FD", "99")
     monkeypatch.setenv("POPCORN_SEED", "123")
@@ -310,6 +419,20 @@ def test_worker_heartbeat(monkeypatch):
         beats.clear()
         worker.call(time.sleep, 1.2)
     assert len(beats) >= 3 and beats == sorted(beats) and beats[0] >= 0.25
+
+
+def test_worker_timeout_kills_the_call_and_starts_afresh(monkeypatch):
+    """A call past the timeout fails (WorkerDied naming the limit) within about the limit, and
+    the next call runs in a fresh worker."""
+    import os
+    import time
+    with ev.Worker(None, "official", True, timeout=1.5) as worker:
+        first = worker.call(os.getpid)
+        t0 = time.monotonic()
+        with pytest.raises(ev.WorkerDied, match="ran longer than 1.5 s"):
+            worker.call(time.sleep, 60)
+        assert time.monotonic() - t0 < 20
+        assert worker.call(os.getpid) != first
 
 
 def test_backend_picks_and_label(monkeypatch):

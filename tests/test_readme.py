@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import HAS_CUDA, ROOT
@@ -28,7 +29,9 @@ NOT_RUN = {  # command prefix -> why this test does not run it
     "popcorn-cli ": "submits to the competition server (network and an account)",
 }
 TIMEOUT_S = 300
-COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info", "build")
+# Outside a git checkout (an unpacked archive): what the copy leaves out, the folders .gitignore names.
+COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info", "build",
+                                     ".venv", "venv", ".whl", ".gl")
 CUDA_WORDS = re.compile(r"needs? a CUDA GPU")
 
 
@@ -56,13 +59,42 @@ def not_run_reason(command: str) -> str:
     return next((why for prefix, why in NOT_RUN.items() if command.startswith(prefix)), "")
 
 
+def repo_files(root: Path) -> list[str] | None:
+    """The files a fresh clone of ``root`` would have: what git tracks, plus new files git does
+    not ignore (relative paths, existing ones only); None when ``root`` is not a git checkout.
+    A virtual environment, caches and results git ignores are never copied."""
+    try:
+        proc = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                              cwd=root, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return sorted({name for name in proc.stdout.split("\0") if name and (root / name).is_file()})
+
+
+def copy_repo(root: Path, dest: Path) -> Path:
+    """``root`` as a fresh clone has it, at ``dest`` (``repo_files``; outside git, everything but
+    ``COPY_IGNORE``)."""
+    names = repo_files(root)
+    if names is None:
+        shutil.copytree(root, dest, ignore=COPY_IGNORE)
+        return dest
+    for name in names:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, dest / name)
+    return dest
+
+
+RAN = []  # README commands run so far (test_readme_writes_only_what_git_ignores checks their output)
+
+
 @pytest.fixture(scope="module")
 def repo_copy(tmp_path_factory):
-    """The repository as a fresh clone has it (what git tracks and leaves untracked-but-present
-    alike, less caches), so commands that write files (out.json, log.txt) leave the tree alone."""
-    dest = tmp_path_factory.mktemp("readme") / "repo"
-    shutil.copytree(ROOT, dest, ignore=COPY_IGNORE)
-    return dest
+    """The repository as a fresh clone has it, so commands that write files (out.json,
+    log.txt) leave the tree alone."""
+    dest = copy_repo(ROOT, tmp_path_factory.mktemp("readme") / "repo")
+    return dest, set(repo_files(dest) or []) or {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
 
 
 def test_readme_has_the_commands_this_test_expects():
@@ -102,6 +134,71 @@ def test_the_kit_speaks_of_itself_only():
     assert not found, found
 
 
+# Words of how the kit was made -- its work items, working sessions, the search index its
+# sources were read in -- which a reader of the kit cannot look up: shipped files name runs by
+# date and git revision and sources by repository, path and commit instead.
+BUILD_WORDS = re.compile(r"(?i)\bsessions?\b|\bissues? #?\d+(?![\d%]|\.\d)|\bissue's\b|\b[\w-]+-issue\b"
+                         r"|-backend issue\b|\bthe (?:search )?index\b|\bindex used here\b"
+                         r"|\bstored (?:files|versions?|revisions?)\b")
+
+
+@pytest.mark.parametrize("text, found", [
+    ("measured in the fourth session", True), ("Read in the index: x", True), ("as issue 5 specified", True),
+    ("from issue 11, which", True), ("Against the issue's targets", True), ("the cuda-backend issue", True),
+    ("(the inputs-issue measurement)", True), ("in stored files whose repository", True),
+    ("of the next session", True), ("Sessions", True),
+    ("issue 11.", True),
+    ("the SMs issue ~2.6 instructions", False), ("issue active %", False), ("issues a load", False),
+    ("it issues 46% more instructions", False), ("dp4a-sr issues 5.7% fewer", False),
+    ("https://github.com/gpu-mode/popcorn-cli/issues/12", False), ("--index-url https://x", False),
+    ("(index of the sfa tensor it reads)", False), ("split index major", False), ("PyTorch's cu130 index", False),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_build_words_pattern(text, found):
+    assert bool(BUILD_WORDS.search(text)) == found
+
+
+def shipped_text_files() -> list[str]:
+    """What the kit ships, as a clone has it, outside tests/: its code, docs and scripts
+    (logs kept as results quote other tools' output and are not checked)."""
+    names = repo_files(ROOT)
+    if names is None:
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
+    return [n for n in names if not n.startswith("tests/") and not n.endswith((".log", ".png"))]
+
+
+def test_shipped_files_speak_of_runs_and_sources_not_of_how_the_kit_was_made():
+    """No sessions, issue numbers or search index in README, benchmarks/RESULTS.md, NOTES.md,
+    submission.py (the file people submit), modal_app.py or any other shipped file."""
+    found = []
+    for name in shipped_text_files():
+        for number, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
+            found += [f"{name}:{number}: {hit.group(0)!r}" for hit in BUILD_WORDS.finditer(line)]
+    assert found == [], "\n".join(found)
+
+
+def test_readme_benchmark_table_agrees_with_its_geomean():
+    """The README's eval.py table: each row's SOL is shapes.json's, its % of SOL is SOL / mean,
+    and the geomean stated under it is the geomean of the rows (they once disagreed)."""
+    text = README.read_text()
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)% \|$", text, re.M)
+    sol = ev.sol_lookup()
+    assert [(int(m), int(k), int(l)) for m, k, l, *_ in rows] == list(sol)
+    for m, k, l, mean, s, pct in rows:
+        assert float(s) == sol[(int(m), int(k), int(l))]
+        assert f"{100 * float(s) / float(mean):.1f}" == pct
+    stated = re.search(r"geomean of means: ([\d.]+) µs \(the leaderboard's score\)", text)
+    assert stated and f"{ev.geomean(float(r[3]) for r in rows):.3f}" == stated.group(1)
+
+
+def test_readme_names_the_servers_upload_rules():
+    """The word the server rejects is spelled out in README (which is never submitted), with
+    the size limit and the header lines eval.py checks."""
+    text = " ".join(README.read_text().split())
+    assert f"the word `{ev.FORBIDDEN_WORD}`" in text
+    assert f"{ev.MAX_SUBMISSION_BYTES:,} bytes" in text
+    assert all(f"`{header}`" in text for header in ev.REQUIRED_HEADERS)
+
+
 def test_readme_flags_match_the_kit():
     """The choices README lists for eval.py are the kit's own."""
     text = " ".join(README.read_text().split())
@@ -111,6 +208,7 @@ def test_readme_flags_match_the_kit():
 
 @pytest.mark.parametrize("number, command, comment", COMMANDS, ids=[f"L{n}: {c}" for n, c, _ in COMMANDS])
 def test_readme_command(repo_copy, number, command, comment):
+    repo_copy = repo_copy[0]
     why = not_run_reason(command)
     if why:
         pytest.skip(f"not run: {why}")
@@ -122,6 +220,7 @@ def test_readme_command(repo_copy, number, command, comment):
            if k not in ("TRITON_INTERPRET", "POPCORN_FD", "POPCORN_SEED") and not k.startswith("NVFP4_")}
     proc = subprocess.run(["bash", "-c", command], cwd=repo_copy, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT_S)
+    RAN.append(command)
     said = f"README line {number}: {command}\nexit {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\n" \
            f"stderr:\n{proc.stderr[-3000:]}"
     if needs_cuda:
@@ -131,3 +230,70 @@ def test_readme_command(repo_copy, number, command, comment):
     else:
         assert proc.returncode == 0, said + ("\n(a command that needs CUDA must end in '# needs CUDA')"
                                              if CUDA_WORDS.search(proc.stderr) else "")
+
+
+def test_readme_writes_only_what_git_ignores(repo_copy):
+    """Every file the README's commands wrote in the copy (out.json, log.txt, ...) is one
+    .gitignore covers, so running them in a clone leaves ``git status`` clean. Runs after the
+    commands above (pytest keeps a module's order)."""
+    if not RAN:
+        pytest.skip("no README command ran before this test (run the whole module)")
+    if repo_files(ROOT) is None:
+        pytest.skip("not a git checkout")
+    dest, before = repo_copy
+    written = sorted(str(p.relative_to(dest)) for p in dest.rglob("*")
+                     if p.is_file() and str(p.relative_to(dest)) not in before
+                     and "__pycache__" not in p.parts)
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(written),
+                          capture_output=True, text=True)
+    ignored = set(proc.stdout.split())
+    assert [name for name in written if name not in ignored] == [], f"written by {RAN}"
+
+
+@pytest.mark.parametrize("name", [".venv/bin/python", "venv/lib/x.py", "out.json", "log.txt"])
+def test_gitignore_covers_what_users_make_in_the_clone(name):
+    """A virtual environment inside the clone (the natural place) and the README's output files."""
+    if repo_files(ROOT) is None:
+        pytest.skip("not a git checkout")
+    proc = subprocess.run(["git", "check-ignore", "--no-index", "-q", name], cwd=ROOT)
+    assert proc.returncode == 0, f"{name} is not ignored by .gitignore"
+
+
+def test_repo_copy_leaves_out_what_git_ignores(tmp_path):
+    """A virtual environment inside the clone is not copied (it was 4.3 GB a run); tracked and
+    new files are; outside git, the fallback leaves out the same folders."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / ".gitignore").write_text(".venv/\n")
+    (src / "pkg" / "a.py").write_text("tracked\n")
+    (src / "new.txt").write_text("untracked, not ignored\n")
+    (src / ".venv" / "lib").mkdir(parents=True)
+    (src / ".venv" / "lib" / "big.so").write_text("ignored\n")
+    fallback = copy_repo(src, tmp_path / "fallback")
+    assert (fallback / "pkg" / "a.py").exists() and not (fallback / ".venv").exists()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=src, check=True)
+    subprocess.run([*git, "add", ".gitignore", "pkg/a.py"], cwd=src, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=src, check=True)
+    assert repo_files(src) == [".gitignore", "new.txt", "pkg/a.py"]
+    dest = copy_repo(src, tmp_path / "dest")
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == \
+        [".gitignore", "new.txt", "pkg/a.py"]
+
+
+def test_installed_modules_import_only_installed_modules():
+    """``pip install .`` (not editable) installs the py-modules of pyproject.toml: every kit
+    module those import (reference imports nvfp4, ...) must be among them, or the installed
+    reference.py cannot import."""
+    import ast
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
+    installed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["py-modules"]
+    kit = {p.stem for p in ROOT.glob("*.py")}
+    missing = {}
+    for name in installed:
+        tree = ast.parse((ROOT / f"{name}.py").read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if imported & kit - set(installed):
+            missing[name] = sorted(imported & kit - set(installed))
+    assert missing == {}, f"imported but not installed: {missing}"

@@ -155,6 +155,27 @@ def test_permuted_scales_agree_with_plain_and_to_blocked(m, k):
             assert torch.equal(blocked[li], R.to_blocked(p8[:, :, li]))
 
 
+@pytest.mark.parametrize("m, k, l", [(128, 256, 1), (384, 1536, 3)])
+def test_permuted_from_plain_gives_the_servers_layout(m, k, l):
+    """permuted_from_plain returns the server's layout: a (32, 4, M/128, 4, K/64, L) view of
+    contiguous (L, M/128, K/64, 32, 4, 4) memory (what submission.custom_kernel requires),
+    holding out[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b] = plain[i, j, b]; inputs
+    rebuilt with it are accepted and give the reference's answer."""
+    import submission
+    data = make_input(m, k, l, seed=7, device="cpu", dist="full-range")
+    sfa, sfb = data[2], data[3]
+    for plain, rows in ((sfa, m), (sfb, R.N_PADDED)):
+        perm = R.permuted_from_plain(plain)
+        assert perm.shape == (32, 4, rows // 128, 4, k // 64, l)
+        assert perm.stride() == submission._permuted_strides(rows // 128, k // 64, l)
+        i, j, bb = torch.meshgrid(torch.arange(rows), torch.arange(k // 16), torch.arange(l), indexing="ij")
+        assert torch.equal(perm.view(torch.uint8)[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, bb],
+                           plain.view(torch.uint8))
+    rebuilt = data[:4] + (R.permuted_from_plain(sfa), R.permuted_from_plain(sfb), data[6].clone().fill_(float("nan")))
+    expected = R.ref_kernel(data[:6] + (data[6].clone(),))
+    assert torch.equal(submission.custom_kernel(rebuilt).view(torch.int16), expected.view(torch.int16))
+
+
 # ----------------------------------------------------------------- exact reference
 
 

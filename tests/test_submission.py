@@ -150,11 +150,17 @@ def _bad(data, **repl):
     ("b_shape", ValueError, "b must be"),
     ("sfa_layout", ValueError, "sfa_permuted must be"),
     ("device", ValueError, "share one device"),
+    ("sfa_plain_dtype", TypeError, "sfa must be float8_e4m3fn, got torch.uint8"),
+    ("sfb_plain_dtype", TypeError, "sfb must be float8_e4m3fn"),
+    ("sfa_plain_shape", ValueError, "sfa must be [M, K/16, L] = (128, 8, 2), got (128, 8, 1)"),
+    ("sfb_plain_shape", ValueError, "sfb must be [N, K/16, L] = (128, 8, 2), got (64, 8, 2)"),
+    ("sfa_plain_device", ValueError, "sfa must be on a's device cpu (or the CPU), got meta"),
     ("arity", TypeError, "data must be the tuple"),
     ("none", TypeError, "data must be the tuple"),
     ("not_tensors", TypeError, "7 torch tensors"),
 ])
-def test_validation_names_the_constraint(case, exc, words):
+def test_validation_names_the_constraint(case, exc, words, monkeypatch):
+    monkeypatch.setattr(submission, "_FAST", {})  # the first call with a layout: the full checks
     data = make_input(128, 128, 2, 3, "cpu")
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     bad = {
@@ -167,6 +173,12 @@ def test_validation_names_the_constraint(case, exc, words):
         "b_shape": lambda: _bad(data, b=b[:, :32]),
         "sfa_layout": lambda: _bad(data, sfa_p=sfa_p.contiguous()),
         "device": lambda: _bad(data, c=torch.empty(c.shape, dtype=c.dtype, device="meta")),
+        # the plain scales, which the backend here (torch) does not read: checked all the same
+        "sfa_plain_dtype": lambda: _bad(data, sfa=sfa.view(torch.uint8)),
+        "sfb_plain_dtype": lambda: _bad(data, sfb=sfb.to(torch.float16)),
+        "sfa_plain_shape": lambda: _bad(data, sfa=sfa[:, :, :1]),
+        "sfb_plain_shape": lambda: _bad(data, sfb=sfb[:64]),
+        "sfa_plain_device": lambda: _bad(data, sfa=torch.empty(sfa.shape, dtype=sfa.dtype, device="meta")),
         "arity": lambda: data[:6],
         "none": lambda: None,
         "not_tensors": lambda: data[:6] + (None,),
@@ -184,8 +196,56 @@ def test_auto_on_cpu_is_torch(monkeypatch):
 
 def test_unknown_backend_name_raises(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "cutlass")
-    with pytest.raises(ValueError, match="auto, cuda, triton, scaled_mm, torch"):
+    with pytest.raises(ValueError, match="NVFP4_GEMV_BACKEND='cutlass' is not a backend: choose one of "
+                                         "auto, cuda, triton, scaled_mm, torch"):
         submission.select_backend(torch.device("cpu"))
+
+
+@pytest.mark.parametrize("variable, value, words", [
+    ("NVFP4_GEMV_CONFIG", "triton=abc", "'triton=abc': a config is integers separated by commas"),
+    ("NVFP4_GEMV_CONFIG", "triton=1,2", "'triton=1,2': triton takes 4 numbers"),
+    ("NVFP4_GEMV_CONFIG", "triton=3,100,2,1", "must be powers of two"),
+    ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=N,N,... or triton=N,N,N,N"),
+    ("NVFP4_GEMV_CONFIG", "scaled_mm=1", "'scaled_mm=1' is not cuda="),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 9 numbers"),
+    ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "cuda needs LPR in 2, 4, 8, 16, 32"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "V 1 or 2 dividing U"),
+    ("NVFP4_GEMV_TUNE", "bogus", "NVFP4_GEMV_TUNE='bogus': choose one of auto, force, off"),
+], ids=["triton=abc", "triton=1,2", "triton=3,100,2,1", "garbage", "scaled_mm=1", "cuda short", "cuda LPR 3",
+        "cuda V 2 U 1", "tune bogus"])
+def test_bad_settings_are_one_line_before_any_work(monkeypatch, variable, value, words):
+    """A setting the kernels cannot use raises one ValueError naming the variable, from
+    select_backend (what eval.py asks before any case) and from custom_kernel before any
+    compiling; none is silently ignored."""
+    monkeypatch.delenv("NVFP4_GEMV_BACKEND", raising=False)
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setattr(submission, "_FAST", {})
+    for call in (lambda: submission.select_backend(torch.device("cpu")),
+                 lambda: submission.custom_kernel(make_input(128, 128, 1, 3, "cpu"))):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert words in str(info.value) and "\n" not in str(info.value)
+        assert str(info.value).startswith(variable)
+
+
+def test_good_settings_parse(monkeypatch):
+    """Spaces and empty parts are fine; every config the kit itself launches would be accepted."""
+    monkeypatch.setenv("NVFP4_GEMV_CONFIG", " triton=16,64,2,1 ; cuda=32,2,1,1,2,1,2,0,1; ")
+    assert submission._pinned_configs() == {"triton": (16, 64, 2, 1), "cuda": (32, 2, 1, 1, 2, 1, 2, 0, 1)}
+    for cfg, _, _ in submission.cuda_compile_variants():
+        assert submission._config_problem("cuda", cfg) == "", cfg
+    for table in submission._MEASURED.values():
+        for (name, *_), cfg in table.items():
+            assert submission._config_problem(name, cfg) == "", (name, cfg)
+    for value, mode in (("", "auto"), ("FORCE", "force"), (" off ", "off")):
+        monkeypatch.setenv("NVFP4_GEMV_TUNE", value)
+        assert submission._tune_mode() == mode
+
+
+def test_pinned_triton_block_must_divide_m(monkeypatch):
+    monkeypatch.setenv("NVFP4_GEMV_CONFIG", "triton=256,64,2,1")
+    with pytest.raises(ValueError, match="triton BLOCK_M=256 must divide M=128"):
+        submission._config_for("triton", make_input(128, 128, 1, 3, "cpu"), 128, 128, 1)
 
 
 def test_forced_backend_that_cannot_run_raises(monkeypatch):
