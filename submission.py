@@ -1430,10 +1430,14 @@ _MEASURED = {
         # 2026-11-25 that chose the BSH families; the tile before, (32, 2, 1, 1, 2, 1, 2, 0, 1),
         # 18.06 / 16.70 in the same run (17.89-18.22 / 16.48-16.70 in four earlier sweeps).
         ("cuda", 7168, 2048, 4): (8, 1, 4, 2, 3, 1, 2, 0, 16, 1),
-        # 29.0-29.5 us (read ceiling 25.5): next best (2, 128, 1) 29.4-29.8, (16, 128, 4) 29.6-29.9.
-        ("triton", 7168, 16384, 1): (8, 128, 2, 1),
-        # 49.3-50.4 us (ceiling 46.1): next (16, 32, 1) 50.1-50.9, (8, 64, 1) 50.4-52.2.
-        ("triton", 4096, 7168, 8): (16, 64, 2, 1),
+        # server 32.70 us, clean 30.27 (ceilings 27.78 / 25.34), the best of 4 configs; next the former
+        # entry (8, 128, 2, 1) 33.09 / 29.76; cuda's best 31.23 / 29.02. bench_kernel.py --sweep of
+        # 2026-11-25, kit 7228653, kernel revision 3c2611b17aeb.
+        ("triton", 7168, 16384, 1): (16, 128, 4, 1),
+        # server 55.15 us, clean 50.90 (ceilings 50.67 / 45.87), the best of 3 configs; next the former
+        # entry (16, 64, 2, 1) 56.51 / 50.59; cuda's best 54.78 / 49.68. bench_kernel.py --sweep of
+        # 2026-11-25, kit 7228653, kernel revision 3c2611b17aeb.
+        ("triton", 4096, 7168, 8): (8, 64, 1, 1),
         # 16.4-16.9 us (ceiling 15.1-15.3): next (16, 32, 1) 16.7-17.2, (8, 64, 2) 17.0-17.9.
         ("triton", 7168, 2048, 4): (16, 64, 2, 1),
     },
