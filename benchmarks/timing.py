@@ -32,7 +32,13 @@ import torch
 import triton
 import triton.language as tl
 
-from utils import clear_l2_cache
+try:
+    from utils import clear_l2_cache
+except ImportError:  # run as a script from a checkout that is not installed: the kit's root
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from utils import clear_l2_cache
 
 
 def gemv_bytes(m: int, k: int, l: int) -> int:
