@@ -1145,21 +1145,21 @@ def _submission_problem(submission: Path) -> str:
     return ""
 
 
-def _json_problem(path: str | None) -> str:
-    """'' when --json PATH can be written at the end of the run, else why not (checked first,
-    so that a long run does not end in an error)."""
+def writable_file_problem(path: str | None, option: str, example: str) -> str:
+    """'' when ``path`` (the value of ``option``) can be written as a file at the end of a run,
+    else why not in one line (checked first, so that a long run does not end in an error)."""
     if path is None:
         return ""
     target = Path(path)
     if target.is_dir():
-        return f"--json {path} is a folder; give a file path such as {target / 'out.json'}"
+        return f"{option} {path} is a folder; give a file path such as {target / example}"
     folder = target.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        return f"--json {path}: {folder} is a file, not a folder"
+        return f"{option} {path}: {folder} is a file, not a folder"
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        return f"--json {path}: no permission to write there"
+        return f"{option} {path}: no permission to write there"
     return ""
 
 
@@ -1184,7 +1184,7 @@ def _memory_problem(cases: dict, torch) -> str:
 
 def _human(args) -> int:
     submission = Path(args.submission)
-    problem = _submission_problem(submission) or _json_problem(args.json)
+    problem = _submission_problem(submission) or writable_file_problem(args.json, "--json", "out.json")
     if not problem and not args.timeout > 0:
         problem = f"--timeout must be a positive number of seconds, got {args.timeout:g}"
     if problem:

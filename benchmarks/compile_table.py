@@ -463,17 +463,10 @@ def gate(submission: Path | str = SUBMISSION, server: Path | None = None) -> lis
 
 def _out_problem(out: str) -> str:
     """'' when the markdown file ``out`` can be written, else why not (checked before compiling)."""
-    target = Path(out)
-    if target.is_dir():
-        return f"--out {out} is a folder; give a file path such as {target / 'compile-table.md'}"
-    folder = target.parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"--out {out}: {folder} is a file, not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        return f"--out {out}: no permission to write there"
-    return ""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import eval as ev  # the kit's harness: imports no torch or triton at the top
+    return ev.writable_file_problem(out, "--out", "compile-table.md")
 
 
 def _submission_problem(path: str) -> str:
