@@ -805,6 +805,25 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
 # locally is reported here, at import, when `modal run` loads this module: --help (modal's
 # own help of main() has no descriptions), argument errors, then a missing token.
 
+def _unknown_option(argv: list[str], known: set) -> str:
+    """The first option after the app reference (modal_app.py, modal_app.py::main) that ``main``
+    does not take, or ''. Every option of ``main`` takes a value, which is skipped."""
+    at = next((i for i, a in enumerate(argv) if a.split("::")[0].endswith("modal_app.py")), None)
+    if at is None:
+        return ""
+    rest, i = argv[at + 1:], 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg.startswith("-"):
+            name = arg.split("=", 1)[0]
+            if name not in known:
+                return name
+            i += 1 if "=" in arg else 2
+        else:
+            i += 1
+    return ""
+
+
 def _flag(argv: list[str], name: str, default: str) -> str:
     """The value of option ``name`` in ``argv`` (the last one given wins, as in click)."""
     value = default
@@ -838,6 +857,10 @@ def preflight(argv: list[str]) -> tuple[int, str] | None:
     if any(a in ("-h", "--help") for a in argv):
         return 0, help_text()
     defaults = {name: p.default for name, p in inspect.signature(main.info.raw_f).parameters.items()}
+    unknown = _unknown_option(argv, {"--" + name.replace("_", "-") for name in defaults})
+    if unknown:
+        return 2, (f"error: no option {unknown} (the options: "
+                   + ", ".join("--" + n.replace("_", "-") for n in defaults) + "; modal run modal_app.py --help)")
     args = {name: _flag(argv, "--" + name.replace("_", "-"), str(defaults[name])) for name in defaults}
     problem = check_args(args["submission"], args["mode"], args["harness"], args["runs"], args["job"], args["gpu"],
                          args["bench_args"], args["sweep_args"])

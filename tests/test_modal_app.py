@@ -466,6 +466,16 @@ def test_modal_run_rejects_bad_job_arguments_before_connecting(tmp_path, args, m
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and message in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("args", [["--bogus"], ["--job", "bench", "--bogus=1"]], ids=["--bogus", "--bogus=1"])
+def test_an_unknown_option_is_reported_before_the_token_check(tmp_path, args):
+    """No token here: the unknown option is what is reported (it was the token before)."""
+    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT,
+                          env=no_token_env(tmp_path), capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert "error: no option --bogus" in proc.stderr and "--bench-args" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("args", [[], ["--job", "all"]], ids=["no arguments (eval)", "--job all"])
 def test_modal_unreachable_is_one_line(tmp_path, args):
     """A token but no way to Modal's server (here a closed local port as the server): one line,
