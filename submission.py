@@ -277,7 +277,7 @@ if triton is not None:
 # headers for the binding; NVRTC (a shared library that torch's CUDA wheels already depend
 # on) compiles this header-free source in well under a second, and ctypes (the standard
 # library) reaches both it and the driver, so the file imports nothing beyond the contract.
-# Measured on the device machines: see benchmarks/NOTES.md ("cuda backend: how it is built").
+# Measured on an H100 and an H200: see benchmarks/NOTES.md ("cuda backend: how it is built").
 # Launches go to the default (legacy) queue, the one the harness's events are recorded on.
 
 _CUDA_SRC = r"""

@@ -64,17 +64,11 @@ import reference  # noqa: E402
 def _load_submission():
     """submission.py beside this kit, or the file named by --submission (read off sys.argv before
     anything else, so that the module every helper below imports is that one)."""
-    import importlib.util
+    from benchmarks.compile_table import SUBMISSION, load_submission
     path = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--submission=")), None)
     if path is None and "--submission" in sys.argv[:-1]:
         path = sys.argv[sys.argv.index("--submission") + 1]
-    if path:
-        spec = importlib.util.spec_from_file_location("submission", Path(path).resolve())
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["submission"] = module
-        spec.loader.exec_module(module)
-    import submission
-    return submission
+    return load_submission(path or SUBMISSION)
 
 
 submission = _load_submission()
@@ -268,12 +262,13 @@ def sms_points(spec: str) -> list:
     return out
 
 
-def b200_equivalent_sms(full_rows: list) -> int:
-    """The SM count at which this GPU's best full-width read bandwidth per SM equals a B200's,
-    rounded up to an even count (the green-context granularity seen on an H100)."""
+def b200_equivalent_sms(full_rows: list) -> tuple:
+    """(N, bytes/s): the SM count at which this GPU's best full-width read bandwidth (bytes/s, the
+    second item) per SM equals a B200's, rounded up to an even count (the green-context
+    granularity seen on an H100)."""
     bw = max(r["bytes"] / r["ceiling_us"] * 1e6 for r in full_rows if "ceiling_us" in r and "bytes" in r)
     n = bw * B200_SMS / B200_READ_BPS
-    return int(-(-n // 2) * 2)
+    return int(-(-n // 2) * 2), bw
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -485,10 +480,9 @@ def sms_main(args, argv: list) -> int:
             print("bench_kernel.py --sms auto: no full-width run, so no B200-equivalent point", file=sys.stderr)
             return 1
         results.append(full)
-        n = b200_equivalent_sms(full["rows"])
+        n, bw = b200_equivalent_sms(full["rows"])
         sms = full["info"]["sms"]
-        print(f"B200-equivalent point: {n} of {sms} SMs (best full-width read "
-              f"{max(r['bytes'] / r['ceiling_us'] for r in full['rows'] if 'ceiling_us' in r) / 1e6:.2f} TB/s "
+        print(f"B200-equivalent point: {n} of {sms} SMs (best full-width read {bw / 1e12:.2f} TB/s "
               f"x {B200_SMS} / {B200_READ_BPS / 1e12:.1f} TB/s)", flush=True)
         points = [n] if n < sms else []
     for n in points:

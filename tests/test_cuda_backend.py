@@ -11,7 +11,6 @@ repeats, NaN scales, and bad input.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import types
@@ -262,10 +261,8 @@ def _nvrtc_or_skip():
 
 
 def _cuobjdump():
-    if submission.triton is None:
-        return None
-    path = os.path.join(os.path.dirname(submission.triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    return path if os.path.exists(path) else shutil.which("cuobjdump")
+    from benchmarks.sass_count import cuobjdump
+    return cuobjdump() or None
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
