@@ -387,21 +387,31 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, float& g0,
 // Blackwell converts with its e2m1x2 instruction; elsewhere the same conversion is done in
 // integer steps (fp16 bits (c & 7) << 9 | (c & 8) << 12 are value * 2^-14; times 2^14),
 // an exact stand-in so that this path is tested off Blackwell.
-__device__ __forceinline__ u32 e2m1x2(u32 x) {
+// Byte J of w (two e2m1 values) -> fp16x2. Blackwell's conversion reads the byte in place
+// (SASS F2FP.F16.E2M1.UNPACK_B with a byte selector: no shift to bring it down; sm_100a K loop
+// 61.3 -> 48.6 instructions per 16 bytes of a and lane for (4, 2, 8, 1, 1, ...), counted by
+// benchmarks/sass_count.py).
+template <int J>
+__device__ __forceinline__ u32 e2m1x2(u32 w) {
   u32 d;
 #if HAS_E2M1_CVT
-  asm("{ .reg .b8 t; cvt.u8.u32 t, %1; cvt.rn.f16x2.e2m1x2 %0, t; }" : "=r"(d) : "r"(x));
+  asm("{ .reg .b8 t0, t1, t2, t3; mov.b32 {t0, t1, t2, t3}, %1; cvt.rn.f16x2.e2m1x2 %0, t%2; }"
+      : "=r"(d) : "r"(w), "n"(J));
 #else
+  const u32 x = w >> (8 * J);
   u32 bits = ((x & 7u) << 9) | ((x & 8u) << 12) | ((x & 0x70u) << 21) | ((x & 0x80u) << 24);
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(bits), "r"(0x74007400u));
 #endif
   return d;
 }
+__device__ __forceinline__ u32 e2m1x2_any(u32 w, int j) {  // j: a constant once unrolled
+  return j == 0 ? e2m1x2<0>(w) : j == 1 ? e2m1x2<1>(w) : j == 2 ? e2m1x2<2>(w) : e2m1x2<3>(w);
+}
 struct BF16 { u32 h[16]; };
 __device__ __forceinline__ BF16 prep_f16(const Q& q) {
   BF16 r;
 #pragma unroll
-  for (int j = 0; j < 16; ++j) r.h[j] = e2m1x2(q.w[j >> 2] >> (8 * (j & 3)));
+  for (int j = 0; j < 16; ++j) r.h[j] = e2m1x2_any(q.w[j >> 2], j & 3);
   return r;
 }
 __device__ __forceinline__ u32 dot_group_f16(const Q& a, const BF16& b, int g) {
@@ -409,7 +419,7 @@ __device__ __forceinline__ u32 dot_group_f16(const Q& a, const BF16& b, int g) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int byte = 8 * g + j;
-    const u32 ah = e2m1x2(a.w[byte >> 2] >> (8 * (byte & 3)));
+    const u32 ah = e2m1x2_any(a.w[byte >> 2], byte & 3);
     if (j == 0) asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(acc) : "r"(ah), "r"(b.h[byte]));
     else asm("fma.rn.f16x2 %0, %1, %2, %0;" : "+r"(acc) : "r"(ah), "r"(b.h[byte]));
   }

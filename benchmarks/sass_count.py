@@ -8,8 +8,8 @@ per 16 bytes of a and lane (the loop body over RPT * U chunks, since each lane r
 * sm_100a (f16x2 decode, Blackwell's e2m1 conversion): per 16 bytes = 32 values, 16
   conversions (one per byte: two values), 16 packed multiply-adds (HMUL2/HFMA2), the load of a
   and of its scale pair, one e4m3 pair conversion and one HMUL2 for the two group scales, and
-  four mixed-precision fmas (FHFMA) adding the two half sums of each group: 40. The byte
-  extraction the conversion needs (it reads one byte: 12 shifts per 16 bytes) is not counted.
+  four mixed-precision fmas (FHFMA) adding the two half sums of each group: 40. The conversion
+  reads its byte in place (a byte selector on its operand), so no shifts are counted.
 * sm_90a (dp4a-sr2 decode): per 8 values 4 table lookups (PRMT), 4 dp4a (IDP), one XOR and
   two shifts (IMAD.HI); per group the difference of its two counters, per chunk the scale work
   (pair conversion, HMUL2, per group a conversion to f32, an int-to-float and an FFMA) and two
