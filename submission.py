@@ -770,216 +770,26 @@ __device__ __forceinline__ void gemv_body(
     }
   }
 }
-
-// ---- PIPE 2: a ring of STAGES shared-memory stages filled by the copy engine, persistent.
-// Warp WARPS of the block (the producer) copies, per stage, 32 chunks (512 bytes) of each of the
-// tile's BROWS rows of a, their plain scale pairs, and the same chunks of b and its scales with
-// cp.async.bulk (completion counted in bytes on the stage's `full` mbarrier); the WARPS
-// consumer warps wait on `full`, prepare b once per warp as the BSH tiles do, read a from the
-// stage (the register kernel's lane/row mapping) and release the stage with one arrival per warp
-// on its `empty` mbarrier. The block walks tiles blockIdx.x, + gridDim.x, ... (tile = row block
-// + mt * batch) with one stage counter, so the copies of the next tile start while this one is
-// computed, and the bytes in flight per SM are the stages, not the consumers' registers. Needs
-// the plain scales, K % 256 == 0 (16-byte copies of scales) and 16-byte aligned rows (checked by
-// the launcher). Rows of a stage are padded so that the lanes of a quarter warp read distinct
-// banks: a row's LPR lanes read LPR * 16 consecutive bytes, 8 / LPR rows per quarter warp.
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  asm volatile("{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra WAIT; }"
-               :: "r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-__device__ __forceinline__ bool elect_one() {  // one lane of the (converged) warp, known uniform to ptxas
-  u32 p;
-  asm volatile("{ .reg .pred e; elect.sync _|e, 0xffffffff; selp.u32 %0, 1, 0, e; }" : "=r"(p));
-  return p != 0;
-}
-template <int LPR, int RPT, int WARPS, int SUB>
-struct RingShape {
-  static constexpr int RS = 32 / LPR, BROWS = WARPS * RS * RPT, SC = 32 * SUB;
-  static constexpr int ROW = SC * 16 + (LPR < 8 ? LPR * 16 : 0);  // a row's bytes in a stage
-  static constexpr int SROW = SC * 2 + 16;                          // a row's scale bytes
-  static constexpr int A_BYTES = BROWS * ROW, S_BYTES = BROWS * SROW;
-  static constexpr int STAGE = A_BYTES + S_BYTES + SC * 16 + SC * 2 + 64;  // + b, its scales, padding
-};
-
-template <int LPR, int RPT, int U, int WARPS, int STAGES, int SUB, bool FULL, int DECODE, bool PROBE>
-__device__ __forceinline__ void gemv_ring(
-    const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
-    const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
-    u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
-    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, int mt, int nt) {
-  typedef RingShape<LPR, RPT, WARPS, SUB> S;
-  constexpr int RS = S::RS, BROWS = S::BROWS, SC = S::SC;
-  static_assert(LPR * U == 32, "a sub-step spans 32 chunks, one per lane to prepare");
-  typedef Decode<DECODE> D;
-  typedef typename D::B B;
-  constexpr int NW = sizeof(B) / 16;
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-  __shared__ uint4 sh_b[WARPS][NW][32];
-  __shared__ u32 sh_s[WARPS][32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int steps = (chunks + SC - 1) / SC;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int q = 0; q < STAGES; ++q) {
-      mbar_init(smem_u32(&full[q]), 1);
-      mbar_init(smem_u32(&empty[q]), WARPS);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (warp == WARPS) {  // the producer
-    int n = 0;
-    for (int tl = blockIdx.x; tl < nt; tl += gridDim.x) {
-      const i64 bi = tl / mt, r0 = (i64)(tl - bi * mt) * BROWS;
-      const unsigned char* ga = a + bi * a_bs + r0 * a_rs;
-      const unsigned char* gs = sfa + bi * sfa_bs + r0 * sfa_rs;
-      for (int j = 0; j < steps; ++j, ++n) {
-        const int q = n % STAGES;
-        if (n >= STAGES) mbar_wait(smem_u32(&empty[q]), ((n / STAGES) - 1) & 1);
-        const int cols = FULL ? SC : min(SC, chunks - j * SC);
-        const u32 st = smem_u32(smem + q * S::STAGE), bar = smem_u32(&full[q]);
-        // One lane issues every copy of the stage: the addresses are the same in all lanes (warp-
-        // uniform registers), so each copy is one instruction; copies issued by all lanes (each
-        // its own row) were serialised by ptxas into a loop over lanes, about 70 cycles a copy.
-        if (elect_one()) {
-          mbar_expect(bar, (BROWS + 1) * cols * 18);
-#pragma unroll 4
-          for (int r = 0; r < BROWS; ++r) {
-            bulk_copy(st + r * S::ROW, ga + r * a_rs + (i64)j * SC * 16, cols * 16, bar);
-            bulk_copy(st + S::A_BYTES + r * S::SROW, gs + r * sfa_rs + (i64)j * SC * 2, cols * 2, bar);
-          }
-          bulk_copy(st + S::A_BYTES + S::S_BYTES, b + bi * b_bs + (i64)j * SC * 16, cols * 16, bar);
-          bulk_copy(st + S::A_BYTES + S::S_BYTES + SC * 16, sfb + bi * sfb_bs + (i64)j * SC * 2, cols * 2, bar);
-        }
-        __syncwarp();
-      }
-    }
-    return;
-  }
-  const Tables T = tables(zero);
-  const int t = lane % LPR, rl = warp * RS * RPT + lane / LPR;  // rl: the lane's first row in the tile
-  int n = 0;
-  for (int tl = blockIdx.x; tl < nt; tl += gridDim.x) {
-    const i64 bi = tl / mt, r0 = (i64)(tl - bi * mt) * BROWS;
-    float acc[RPT];
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-    for (int j = 0; j < steps; ++j, ++n) {
-      const int q = n % STAGES;
-      const int cols = FULL ? SC : min(SC, chunks - j * SC);
-      const unsigned char* st = smem + q * S::STAGE;
-      const unsigned char* sb_st = st + S::A_BYTES + S::S_BYTES;
-      mbar_wait(smem_u32(&full[q]), (n / STAGES) & 1);
-#pragma unroll 1
-      for (int c0 = 0; c0 < SC; c0 += 32) {  // SUB sub-steps of 32 chunks
-      if (!FULL && c0 >= cols) break;
-      if (!PROBE) {  // b's chunk `lane` prepared once per warp, as on the BSH tiles
-        const bool in = FULL || c0 + lane < cols;
-        const Q bq = in ? *reinterpret_cast<const Q*>(sb_st + 16 * (c0 + lane)) : Q{{0u, 0u, 0u, 0u}};
-        const u32 sbv = in ? *reinterpret_cast<const u16*>(sb_st + SC * 16 + 2 * (c0 + lane)) : 0u;
-        const B mine = D::prep(bq, T);
-        const u32 sbm = prep_sb(sbv);
-        __syncwarp();  // the last stage's reads are done
-        const uint4* w = reinterpret_cast<const uint4*>(&mine);
-#pragma unroll
-        for (int k = 0; k < NW; ++k) sh_b[warp][k][lane] = w[k];
-        sh_s[warp][lane] = sbm;
-        __syncwarp();
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int cj = t + LPR * u, ch = c0 + cj;  // the chunk within the sub-step and the stage
-        const bool in = FULL || ch < cols;
-        B bc;
-        u32 sb = 0u;
-        if (!PROBE) {
-          uint4* w = reinterpret_cast<uint4*>(&bc);
-#pragma unroll
-          for (int k = 0; k < NW; ++k) w[k] = sh_b[warp][k][cj];
-          sb = sh_s[warp][cj];
-        }
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-          const int r = rl + RS * i;
-          const Q av = in ? *reinterpret_cast<const Q*>(st + r * S::ROW + 16 * ch) : Q{{0u, 0u, 0u, 0u}};
-          const u32 sa = in ? *reinterpret_cast<const u16*>(st + S::A_BYTES + r * S::SROW + 2 * ch) : 0u;
-          if (PROBE) acc[i] += (float)((av.w[0] ^ av.w[1] ^ av.w[2] ^ av.w[3] ^ sa) & 1u);
-          else acc[i] = accumulate(acc[i], av, sa, bc, sb, T);
-        }
-      }
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(smem_u32(&empty[q]));
-    }
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      float v = acc[i];
-#pragma unroll
-      for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (t == 0) {
-        u16 h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
-        c[bi * c_bs + (r0 + rl + RS * i) * c_rs] = h;
-      }
-    }
-  }
-}
 """
 
 # Kernel parameters, in order: a, b, sfa, sfb, c (pointers), chunks = K / 32 (int), the
 # strides a_row, a_batch, b_batch (bytes), sfa_row, sfa_batch, sfb_batch (bytes; rows only
-# for the plain layout), c_row, c_batch (elements), zero (always 0; see the kernel), and for
-# the ring (PIPE 2) the row tiles per batch mt and the tiles nt = mt * L.
+# for the plain layout), c_row, c_batch (elements), zero (always 0; see the kernel).
 _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __restrict__ b, "
                 "const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb, "
                 "u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, "
-                "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, int mt, int nt")
+                "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step issued
-# before its arithmetic, 2 the persistent bulk-copy ring, MINB, BSH, STAGES of the ring): how a
-# lane reads a, the default of a config given with five fields (chosen by measurement:
-# benchmarks/NOTES.md, "cuda backend", which also names the commits holding the variants that
-# lost: register double buffering, a non-persistent bulk-copy ring).
-_CUDA_SHAPE = (2, 2, 1, 0, 0, 0, 1)
+# before its arithmetic, MINB): how a lane reads a, the default of a config given with five
+# fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
+# commits holding the variants that lost: register double buffering, a bulk-copy ring).
+_CUDA_SHAPE = (2, 2, 1, 0, 0)
 
 
 class CudaBuildError(RuntimeError):
     """The cuda backend could not be built or loaded here (message: the reason, with NVRTC's
     log when the compiler failed)."""
-
-
-def _cuda_shape(cfg: tuple) -> tuple:
-    """(V, LOAD, PIPE, MINB, BSH, STAGES, SUB) of a config, _CUDA_SHAPE's defaults for fields not given."""
-    return tuple(cfg[5:12]) + _CUDA_SHAPE[len(cfg[5:12]):]
-
-
-def ring_smem(cfg: tuple) -> int:
-    """Dynamic shared memory (bytes) of a ring config (PIPE 2): STAGES stages, each the tile's
-    rows of a (padded, see the kernel) and their scales, b's slice and its scales (RingShape)."""
-    lpr, rpt, _, warps = cfg[:4]
-    stages, sub = _cuda_shape(cfg)[5:7]
-    rows = warps * (32 // lpr) * rpt
-    row = 512 * sub + (lpr * 16 if lpr < 8 else 0)
-    return stages * (rows * row + rows * (64 * sub + 16) + 576 * sub + 64)
 
 
 def cuda_arch(capability: tuple) -> str:
@@ -991,26 +801,16 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, PIPE, MINB, BSH, STAGES) (default: _CUDA_SHAPE; MINB > 0 asks
-    ptxas for registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step
-    through shared memory, which needs LPR * U == 32; PIPE 2: the bulk-copy ring of STAGES stages,
-    WARPS consumer warps and one producer, which reads the plain scales only: with the permuted
-    ones the same tile runs as the register kernel, PIPE 0)."""
+    optionally followed by (V, LOAD, PIPE, MINB, BSH) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
+    registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
+    shared memory, which needs LPR * U == 32)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh, stages, sub = _cuda_shape(cfg)
-    if pipe == 2 and not plain:
-        pipe = 0
+    v, load, pipe, minb, bsh = (tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]) if len(cfg) > 5 else _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
     name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{flags}"
     t = "true", "false"
-    if pipe == 2:
-        name += f"_s{stages}x{sub}"
-        body = (f"gemv_ring<{lpr}, {rpt}, {u}, {warps}, {stages}, {sub}, {t[not full]}, {decode}, {t[not probe]}>"
-                f"({_CUDA_ARGS}, mt, nt);")
-        warps += 1  # the producer
-    else:
-        body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-                f"{decode}, {t[not probe]}, {bsh}>({_CUDA_ARGS});")
+    body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
+            f"{decode}, {t[not probe]}, {bsh}>({_CUDA_ARGS});")
     bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
@@ -1121,32 +921,7 @@ class _Driver:
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         # cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, queue, params, extra)
         lib.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, ctypes.POINTER(vp), vp]
-        lib.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
         self.launch = lib.cuLaunchKernel
-
-    def dynamic_smem(self, fn, size: int) -> None:
-        """Let ``fn`` launch with ``size`` bytes of dynamic shared memory (above 48 KB)."""
-        res = self.lib.cuFuncSetAttribute(fn, 8, size)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        if res:
-            raise CudaBuildError(f"{size} bytes of shared memory refused: {self.error(res)}")
-
-    def sm_count(self, device: torch.device) -> int:
-        """SMs of the current context (a green context's share of the GPU, or the whole GPU):
-        the persistent ring sizes its grid by it. The driver's SM resource of the context
-        (CUDA 12.4+), else the device's count."""
-        try:
-            ctx = ctypes.c_void_p()
-            if not self.lib.cuCtxGetCurrent(ctypes.byref(ctx)) and ctx.value:
-                # CUdevResource: a 4-byte type, 92 bytes of padding, then the SM resource, whose
-                # first field is smCount (cuda.h); the buffer is larger than the struct
-                buf = (ctypes.c_ubyte * 512)()
-                if not self.lib.cuCtxGetDevResource(ctx, buf, 1):  # CU_DEV_RESOURCE_TYPE_SM
-                    n = int.from_bytes(bytes(buf[96:100]), "little")
-                    if n > 0:
-                        return n
-        except AttributeError:  # a driver older than CUDA 12.4
-            pass
-        return torch.cuda.get_device_properties(device).multi_processor_count
 
     def error(self, res: int) -> str:
         s = ctypes.c_char_p()
@@ -1187,15 +962,14 @@ class _CudaLaunch:
     """One configured launch: the kernel, its grid, and ctypes storage for its parameters;
     a call sets the five pointers and launches (no allocation, no synchronisation)."""
 
-    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, tiles: tuple = (0, 0), smem: int = 0):
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple):
         self.fn, self.grid, self.threads = fn, grid, threads
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
-        self.vals = ([ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
-                     + [ctypes.c_int(tiles[0]), ctypes.c_int(tiles[1])])
-        self.params = (ctypes.c_void_p * 17)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
+        self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
+        self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
         self.launch = _driver().launch
         u = ctypes.c_uint
-        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(smem), None, self.params, None)
+        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(0), None, self.params, None)
 
     def __call__(self, a, b, sfa, sfb, c) -> None:
         self.launch_ptrs(a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
@@ -1548,13 +1322,12 @@ _CUDA_FAMILIES = (
 
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     lpr, rpt, u, warps, _, v = cfg[:6]
-    _, _, pipe, _, bsh, _, _ = _cuda_shape(cfg)
+    bsh = cfg[9] if len(cfg) > 9 else 0
     rows = warps * (32 // lpr) * rpt
     # every lane owns at least one 32-value chunk per step (LPR * U <= K / 32): a family with
-    # more lanes per row than the row has chunks is for longer rows; BSH steps span 32 chunks;
-    # the ring copies scales in 16-byte pieces (K % 256)
+    # more lanes per row than the row has chunks is for longer rows; BSH steps span 32 chunks
     return (rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
-            and (not bsh or lpr * u == 32) and (pipe != 2 or k % 256 == 0))
+            and (not bsh or lpr * u == 32))
 
 
 def _cuda_decode(capability: tuple, bsh: int = 0) -> int:
@@ -1612,21 +1385,9 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
         rows = _cuda_rows(cfg)
         if m % rows or cfg[0] not in (2, 4, 8, 16, 32):
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
-        ring = _cuda_shape(cfg)[2] == 2 and plain
-        full = chunks % (32 * _cuda_shape(cfg)[6] if ring else cfg[0] * cfg[2]) == 0
+        full = chunks % (cfg[0] * cfg[2]) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
-        if ring:  # the ring: persistent, MINB blocks on each SM
-            if k % 256 or any(x % 16 for x in (a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(),
-                                               *scalars[1:7])):
-                raise ValueError(f"cuda ring config {cfg} needs K % 256 == 0 and 16-byte aligned rows, "
-                                 f"batches and pointers of a, b and the plain scales")
-            smem, tiles = ring_smem(cfg), m // rows * l
-            _driver().dynamic_smem(fn, smem)
-            grid = min(tiles, max(1, _cuda_shape(cfg)[3]) * _driver().sm_count(a.device))
-            run = _CudaLaunch(fn, (grid, 1), 32 * (cfg[3] + 1), scalars, (m // rows, tiles), smem)
-        else:
-            run = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
-        _CUDA_LAUNCH[key] = run
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
     return run, 2 if plain else 4
 
 
@@ -1758,20 +1519,16 @@ def _config_problem(name: str, cfg: tuple) -> str:
             return ("triton's BLOCK_M, BLOCK_G and num_warps (<= 32) must be powers of two and "
                     f"num_stages >= 1, got {cfg}")
         return ""
-    if not 5 <= len(cfg) <= 12:
-        return (f"cuda takes 5 to 12 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH, STAGES, SUB]), "
+    if not 5 <= len(cfg) <= 10:
+        return (f"cuda takes 5 to 10 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH]), "
                 f"got {len(cfg)}")
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh, stages, sub = _cuda_shape(cfg)
+    v, load, pipe, minb, bsh = tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]
     if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3)
-            or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1, 2) or minb < 0
-            or bsh not in (0, 1) or (bsh and lpr * u != 32)
-            or (pipe == 2 and (not bsh or v != 1 or not 2 <= stages <= 16 or warps > 31 or sub not in (1, 2, 4, 8)))):
+            or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0
+            or bsh not in (0, 1) or (bsh and lpr * u != 32)):
         return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-3; V 1 or 2 "
-                f"dividing U; LOAD 0-4; PIPE 0-2; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); PIPE 2 (the ring): "
-                f"BSH 1, V 1, STAGES 2-16, WARPS <= 31, SUB 1, 2, 4 or 8; got {cfg}")
-    if pipe == 2 and ring_smem(cfg) > 227 * 1024:
-        return f"cuda ring config {cfg}: {ring_smem(cfg)} bytes of stages, above 227 KB of shared memory"
+                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); got {cfg}")
     return ""
 
 

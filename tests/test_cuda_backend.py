@@ -422,35 +422,6 @@ def test_gpu_bsh_tiles(m, k, l, decode):
         assert torch.equal(_run(data, cfg).view(torch.int16), again.view(torch.int16)), f"{cfg}: repeats differ"
 
 
-# Ring tiles (PIPE 2: the persistent bulk-copy ring, a producer warp and WARPS consumers):
-# (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB, BSH, STAGES[, SUB]) without the decode.
-_RING_TILES = [(8, 2, 4, 4, 1, 2, 2, 2, 1, 4), (8, 1, 4, 8, 1, 2, 2, 2, 1, 3), (4, 1, 8, 4, 1, 2, 2, 2, 1, 4),
-               (16, 2, 2, 2, 1, 2, 2, 3, 1, 2), (32, 1, 1, 4, 1, 2, 2, 1, 1, 5), (8, 2, 4, 2, 1, 2, 2, 2, 1, 2, 4),
-               (8, 1, 4, 4, 1, 2, 2, 3, 1, 3, 2), (4, 1, 8, 2, 1, 2, 2, 1, 1, 2, 8)]
-
-
-@requires_cuda
-@pytest.mark.parametrize("decode", (0, 1, 2, 3), ids=("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2"))
-@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1280, 5), (128, 16384, 1), (4096, 7168, 2)])
-def test_gpu_ring_tiles(m, k, l, decode):
-    """Every ring tile that fits, on full-range data (1280 = 40 chunks: a partial last stage and
-    sub-step; 7168 = 224 chunks: partial with SUB 2, 4 and 8; 256 x 5
-    and 128 x 1: fewer tiles than blocks), plain scales (the ring) and permuted ones (the same tile
-    as the register kernel), bit-identical repeats."""
-    data = _gen(m, k, l, 7, "full-range")
-    expected = _expected(data)
-    for tile in _RING_TILES:
-        cfg = tile[:4] + (decode,) + tile[4:]
-        if not submission._cuda_fits(cfg, m, k):
-            continue
-        for inputs in (data, _cpu_scales(data)):
-            out = _run(inputs, cfg)
-            reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
-            assert not reasons, f"{cfg}: " + "\n".join(reasons)
-        again = _run(data, cfg).clone()
-        assert torch.equal(_run(data, cfg).view(torch.int16), again.view(torch.int16)), f"{cfg}: repeats differ"
-
-
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     """Inputs whose every a byte, b byte and scale is the one given (plain and permuted alike)."""
     data = _gen(m, k, l, 1)
