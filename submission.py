@@ -1310,7 +1310,7 @@ def _triton_fast(data, m: int, k: int, l: int):
 _CUDA_FAMILIES = (
     (8, 2, 4, 1, 1, 2, 0, 20, 1),  # 64 SMs: 0.705 / 0.774 / 0.793 (7168x16384x1 / 4096x7168x8 / 7168x2048x4)
     (8, 1, 4, 2, 1, 2, 0, 16, 1),  # 64 SMs: 0.733 / 0.755 / 0.753; whole H100: 7168x2048x4's entry
-    (4, 2, 8, 1, 1, 2, 0, 16, 1),  # the fewest instructions on sm_100a (59.4 per 16 bytes of a and lane)
+    (4, 2, 8, 1, 1, 2, 0, 16, 1),  # the fewest instructions on sm_100a (48.6 per 16 bytes of a and lane)
     (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.22
     (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
     (32, 4, 1, 1, 1, 2, 0, 1),   # 7168x2048x4: server 15.15 us on the H200 (clean 14.64), 18.03 H100 (16.80)

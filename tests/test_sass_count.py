@@ -57,3 +57,18 @@ def test_b200_candidates_and_h100_table_stay_issue_lean():
             assert counts[key] <= H100_TABLE_MAX, (shape, cfg, counts[key])
     best = min(v for (arch, _), v in counts.items() if arch == "sm_100a")
     assert best <= B200_BEST_MAX, counts
+
+
+def test_blackwell_e2m1_conversion_reads_its_byte_in_place():
+    """The f16x2 decode on sm_100a: the e2m1 conversions take bytes 1-3 of a word by operand
+    selector (F2FP ... R.B1 / .B2 / .B3), so the K loop holds next to no shifts (it held 12.75
+    per 16 bytes of a and lane before)."""
+    _tools()
+    cfg = (8, 2, 4, 1, 1, 1, 2, 0, 20, 1)
+    sass, _ = sass_count.disassemble(cfg, "sm_100a")
+    body = sass_count.k_loop(sass)
+    cvt = [t for t in body if t.startswith("F2FP.F16.E2M1.UNPACK_B")]
+    for sel in (".B1", ".B2", ".B3"):
+        assert any(t.endswith(sel) for t in cvt), (sel, cvt[:8])
+    shifts = sum(sass_count.opcode(t) == "SHF" for t in body) / (cfg[1] * cfg[2])
+    assert shifts <= 1.0, shifts
