@@ -620,7 +620,7 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 }
 
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, int BSH, int PF>
+          bool PROBE, int BSH>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -741,27 +741,7 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  // PF > 0: each row's bytes s = PF steps ahead are asked into L2 (prefetch.global.L2: no
-  // register, no completion to wait for), so the step's own loads find them there. The lanes
-  // of a row read 16 * LPR * V contiguous bytes per u; a prefetch at the u-th load's address
-  // (plus s steps) brings the whole 128-byte line of each lane, so only the u that start a
-  // line are asked for: the row's 16 * STEP bytes, with the loads' own address registers.
-  auto prefetch = [&](int c0, int s) {  // s steps past c0, where the rows' pointers sit
-#pragma unroll
-    for (int i = 0; i < RPT; ++i)
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int ch = c0 + s * STEP + t * V + off(u);
-        // past the row's end: the current step's line again (selected, not branched around)
-        const int ahead = (FULL ? c0 + s * STEP < chunks : ch < chunks) ? 16 * STEP * s : 0;
-        if ((16 * off(u)) % 128 == 0)
-          asm volatile("prefetch.global.L2 [%0];" :: "l"(ap[i] + 16 * off(u) + ahead));
-      }
-  };
-#pragma unroll
-  for (int s = 1; s < PF; ++s) prefetch(0, s);
   for (int c0 = 0; c0 < chunks; c0 += STEP) {
-    if (PF > 0) prefetch(c0, PF);
     load(c0);
     const unsigned char* bstep = bp;
     if (PIPE == 1) {
@@ -804,7 +784,7 @@ _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_b
 # before its arithmetic, MINB): how a lane reads a, the default of a config given with five
 # fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
 # commits holding the variants that lost: register double buffering, a bulk-copy ring).
-_CUDA_SHAPE = (2, 2, 1, 0, 0, 0)
+_CUDA_SHAPE = (2, 2, 1, 0, 0)
 
 
 class CudaBuildError(RuntimeError):
@@ -825,12 +805,12 @@ def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tup
     registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
     shared memory, which needs LPR * U == 32)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh, pf = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
+    v, load, pipe, minb, bsh = (tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]) if len(cfg) > 5 else _CUDA_SHAPE
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{pf}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {bsh}, {pf}>({_CUDA_ARGS});")
+            f"{decode}, {t[not probe]}, {bsh}>({_CUDA_ARGS});")
     bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
@@ -1539,16 +1519,16 @@ def _config_problem(name: str, cfg: tuple) -> str:
             return ("triton's BLOCK_M, BLOCK_G and num_warps (<= 32) must be powers of two and "
                     f"num_stages >= 1, got {cfg}")
         return ""
-    if not 5 <= len(cfg) <= 11:
-        return (f"cuda takes 5 to 11 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH, PF]), "
+    if not 5 <= len(cfg) <= 10:
+        return (f"cuda takes 5 to 10 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH]), "
                 f"got {len(cfg)}")
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh, pf = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
+    v, load, pipe, minb, bsh = tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]
     if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3)
             or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0
-            or bsh not in (0, 1) or (bsh and lpr * u != 32) or not 0 <= pf <= 8):
+            or bsh not in (0, 1) or (bsh and lpr * u != 32)):
         return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-3; V 1 or 2 "
-                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); PF 0-8; got {cfg}")
+                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); got {cfg}")
     return ""
 
 

@@ -422,27 +422,6 @@ def test_gpu_bsh_tiles(m, k, l, decode):
         assert torch.equal(_run(data, cfg).view(torch.int16), again.view(torch.int16)), f"{cfg}: repeats differ"
 
 
-# L2 prefetch distances (PF, steps ahead) on a BSH tile, a one-warp BSH tile and a plain tile.
-_PF_TILES = [(8, 2, 4, 2, 3, 1, 2, 0, 10, 1), (4, 2, 8, 1, 1, 1, 2, 0, 16, 1), (32, 2, 8, 2, 2, 2, 2, 0, 1, 0)]
-
-
-@requires_cuda
-@pytest.mark.parametrize("pf", (1, 2, 4))
-@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1)])
-def test_gpu_prefetch_is_only_a_hint(m, k, l, pf):
-    """A tile with L2 prefetch (PF steps ahead) is right on full-range data (1088 = 34 chunks: a
-    partial last step) and bit-identical to the same tile without it."""
-    data = _gen(m, k, l, 11, "full-range")
-    expected = _expected(data)
-    for tile in _PF_TILES:
-        if not submission._cuda_fits(tile, m, k):
-            continue
-        out = _run(data, tile + (pf,)).clone()
-        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
-        assert not reasons, f"{tile + (pf,)}: " + "\n".join(reasons)
-        assert torch.equal(out.view(torch.int16), _run(data, tile + (0,)).view(torch.int16)), f"{tile}: PF {pf} differs"
-
-
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     """Inputs whose every a byte, b byte and scale is the one given (plain and permuted alike)."""
     data = _gen(m, k, l, 1)
