@@ -9,9 +9,9 @@ import sys
 import types
 
 import pytest
-from conftest import HAS_CUDA, ROOT
+from conftest import HAS_CUDA, ROOT, requires_cuda
 
-from benchmarks import bench_kernel
+from benchmarks import bench_kernel, timing
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without CUDA")
@@ -96,3 +96,34 @@ def test_help_says_it_all(args, words):
 def test_modules_run_as_scripts_point_to_the_command(script):
     proc = _script(script)
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.strip(), proc.stderr
+
+
+def _stalling(stall_at):
+    """A GPU call whose host side sleeps 0.1 s on the calls numbered in ``stall_at`` (from 1)."""
+    import time
+
+    import torch
+    x = torch.zeros(1, device="cuda")
+    calls = [0]
+
+    def fn(_):
+        calls[0] += 1
+        if stall_at(calls[0]):
+            time.sleep(0.1)
+        x.add_(1)
+    return fn
+
+
+@requires_cuda
+def test_gpu_device_times_survives_one_host_stall():
+    """One host stall while queuing voids that round only: the next round, with twice the hold,
+    gives the times (calls 1-4 are warmup and the launch-time estimate, 5 the first timed)."""
+    times = timing.device_times(_stalling(lambda n: n == 5), [None], reps=5)
+    assert len(times) == 5 and all(t >= 0 for t in times)
+
+
+@requires_cuda
+def test_gpu_device_times_raises_host_bound_when_every_round_stalls():
+    """A stall in every round (each 0.1 s, more than the last hold of 0.08 s) is HostBound."""
+    with pytest.raises(timing.HostBound, match="3 tries"):
+        timing.device_times(_stalling(lambda n: n >= 5 and (n - 5) % 5 == 0), [None], reps=5)
