@@ -620,7 +620,7 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 }
 
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, int BSH>
+          bool PROBE, int BSH, int KS>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -638,20 +638,26 @@ __device__ __forceinline__ void gemv_body(
   // BSH: the warp prepares b once per step, lane L the step's chunk L, into shared memory as
   // [word][chunk] (consecutive lanes, consecutive 16 bytes: no bank conflicts either way; the
   // lanes of a step that share a chunk read one address).
-  __shared__ uint4 sh_b[BSH ? WARPS : 1][BSH ? NW : 1][32];
-  __shared__ u32 sh_s[BSH ? WARPS : 1][32];
+  __shared__ uint4 sh_b[BSH ? WARPS * KS : 1][BSH ? NW : 1][32];
+  __shared__ u32 sh_s[BSH ? WARPS * KS : 1][32];
   const Tables T = tables(zero);
+  // KS > 1: the block's WARPS * KS warps split K in KS parts of whole steps; warp w takes rows
+  // (w % WARPS) and part kp = w / WARPS, and the parts' row sums add in a fixed order at the end.
   const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5;
-  const int row0 = blockIdx.x * BROWS + warp * RS * RPT + lane / LPR;
+  const int rw = warp % WARPS, kp = warp / WARPS;
+  const int row0 = blockIdx.x * BROWS + rw * RS * RPT + lane / LPR;
   const i64 bi = blockIdx.y;
+  const int nsteps = (chunks + STEP - 1) / STEP;
+  const int cbeg = KS == 1 ? 0 : (kp * nsteps / KS) * STEP;
+  const int cend = KS == 1 ? chunks : min(((kp + 1) * nsteps / KS) * STEP, chunks);
   // per row: a pointer at the lane's first chunk and its scale pointer; each step moves both
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = row0 + RS * i;
-    ap[i] = a + bi * a_bs + r * a_rs + 16 * (i64)(t * V);
-    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks) + (PLAIN ? 2 * (i64)(t * V) : 0);
+    ap[i] = a + bi * a_bs + r * a_rs + 16 * (i64)(cbeg + t * V);
+    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks) + (PLAIN ? 2 * (i64)(cbeg + t * V) : 0);
   }
   const unsigned char* bp = b + bi * b_bs;
   const unsigned char* sbp = sfb + bi * sfb_bs;
@@ -741,7 +747,7 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  for (int c0 = 0; c0 < chunks; c0 += STEP) {
+  for (int c0 = cbeg; c0 < cend; c0 += STEP) {
     load(c0);
     const unsigned char* bstep = bp;
     if (PIPE == 1) {
@@ -758,14 +764,31 @@ __device__ __forceinline__ void gemv_body(
     }
     compute(c0, bstep);
   }
+  __shared__ float sh_r[KS > 1 ? KS : 1][KS > 1 ? BROWS : 1];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     float v = acc[i];
 #pragma unroll
     for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    acc[i] = v;
+    if (KS > 1 && t == 0) sh_r[KS > 1 ? kp : 0][rw * RS * RPT + lane / LPR + RS * i] = v;
+  }
+  if (KS > 1) {
+    __syncthreads();
+    if (kp != 0) return;
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      float v = sh_r[0][rw * RS * RPT + lane / LPR + RS * i];
+#pragma unroll
+      for (int k = 1; k < KS; ++k) v += sh_r[KS > 1 ? k : 0][rw * RS * RPT + lane / LPR + RS * i];
+      acc[i] = v;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
     if (t == 0) {
       u16 h;
-      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v * D::scale));
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(acc[i] * D::scale));
       c[bi * c_bs + (i64)(row0 + RS * i) * c_rs] = h;
     }
   }
@@ -784,7 +807,7 @@ _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_b
 # before its arithmetic, MINB): how a lane reads a, the default of a config given with five
 # fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
 # commits holding the variants that lost: register double buffering, a bulk-copy ring).
-_CUDA_SHAPE = (2, 2, 1, 0, 0)
+_CUDA_SHAPE = (2, 2, 1, 0, 0, 1)
 
 
 class CudaBuildError(RuntimeError):
@@ -805,13 +828,13 @@ def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tup
     registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
     shared memory, which needs LPR * U == 32)."""
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh = (tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]) if len(cfg) > 5 else _CUDA_SHAPE
+    v, load, pipe, minb, bsh, ks = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{flags}"
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{ks}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {bsh}>({_CUDA_ARGS});")
-    bounds = f"{32 * warps}, {minb}" if minb else f"{32 * warps}"
+            f"{decode}, {t[not probe]}, {bsh}, {ks}>({_CUDA_ARGS});")
+    bounds = f"{32 * warps * ks}, {minb}" if minb else f"{32 * warps * ks}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, _CUDA_SRC + wrapper
 
@@ -1387,7 +1410,8 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
         full = chunks % (cfg[0] * cfg[2]) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3], scalars)
+        ks = cfg[10] if len(cfg) > 10 else 1
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3] * ks, scalars)
     return run, 2 if plain else 4
 
 
@@ -1519,16 +1543,17 @@ def _config_problem(name: str, cfg: tuple) -> str:
             return ("triton's BLOCK_M, BLOCK_G and num_warps (<= 32) must be powers of two and "
                     f"num_stages >= 1, got {cfg}")
         return ""
-    if not 5 <= len(cfg) <= 10:
-        return (f"cuda takes 5 to 10 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH]), "
+    if not 5 <= len(cfg) <= 11:
+        return (f"cuda takes 5 to 11 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH, KS]), "
                 f"got {len(cfg)}")
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh = tuple(cfg[5:10]) + _CUDA_SHAPE[len(cfg[5:10]):]
+    v, load, pipe, minb, bsh, ks = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
     if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3)
             or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0
-            or bsh not in (0, 1) or (bsh and lpr * u != 32)):
+            or bsh not in (0, 1) or (bsh and lpr * u != 32) or ks < 1 or warps * ks > 32):
         return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-3; V 1 or 2 "
-                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); got {cfg}")
+                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); KS >= 1 "
+                f"(WARPS * KS <= 32); got {cfg}")
     return ""
 
 

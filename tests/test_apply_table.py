@@ -80,7 +80,7 @@ def test_kernel_revision_is_a_short_stable_hash():
 KERNEL_EDITS = [  # (what, old, new): each changes what a measured config means
     ("cuda source, a #pragma line", "#pragma unroll\n", "#pragma unroll 1\n"),
     ("cuda wrapper template", "__launch_bounds__({bounds})", "__launch_bounds__({bounds}, 1)"),
-    ("cuda default shape", "_CUDA_SHAPE = (2, 2, 1, 0, 0)", "_CUDA_SHAPE = (2, 2, 0, 0, 0)"),
+    ("cuda default shape", "_CUDA_SHAPE = (2, 2, 1, 0, 0, 1)", "_CUDA_SHAPE = (2, 2, 0, 0, 0, 1)"),
     ("triton kernel body", "out = tl.sum(acc, axis=1)", "out = tl.sum(acc, axis=1) * 1.0"),
     ("triton decode", '_TRITON_DECODE = "dp4a"', '_TRITON_DECODE = "f16x2"'),
 ]

@@ -422,6 +422,29 @@ def test_gpu_bsh_tiles(m, k, l, decode):
         assert torch.equal(_run(data, cfg).view(torch.int16), again.view(torch.int16)), f"{cfg}: repeats differ"
 
 
+# K split across the warps of a block (KS parts, 11th field): BSH tiles of one and two warps and
+# a plain tile.
+_KS_TILES = [(8, 1, 4, 2, 3, 1, 2, 0, 16, 1), (8, 2, 4, 1, 1, 1, 2, 0, 20, 1), (32, 2, 1, 1, 2, 1, 2, 0, 1, 0)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("ks", (2, 3, 4))
+@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1), (128, 64, 2)])
+def test_gpu_split_k_tiles(m, k, l, ks):
+    """Tiles with K split in KS parts across a block's warps, on full-range data: right (1088 = 34
+    chunks: a partial last step; 64: fewer steps than parts) and bit-identical on repeat."""
+    data = _gen(m, k, l, 13, "full-range")
+    expected = _expected(data)
+    for tile in _KS_TILES:
+        cfg = tile + (ks,)
+        if tile[9] and k // 32 < 32 or tile[0] * tile[2] > k // 32:
+            continue
+        out = _run(data, cfg).clone()
+        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+        assert not reasons, f"{cfg}: " + "\n".join(reasons)
+        assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
+
+
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     """Inputs whose every a byte, b byte and scale is the one given (plain and permuted alike)."""
     data = _gen(m, k, l, 1)
