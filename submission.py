@@ -1320,9 +1320,9 @@ def _triton_fast(data, m: int, k: int, l: int):
 
 # --------------------------------------------------------------------------- cuda backend
 
-# Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB[, BSH]) without the
-# decode: the winners of the H100 and H200 sweeps (benchmarks/NOTES.md, "cuda backend"), first
-# the default for shapes no table names. The first three are BSH tiles (b prepared once per warp
+# Config families of the cuda kernel, (LPR, RPT, U, WARPS, V, LOAD, PIPE, MINB[, BSH, KS]) without
+# the decode: the winners of the H100 and H200 sweeps (benchmarks/NOTES.md, "cuda backend"), first
+# the default for shapes no table names. The first four are BSH tiles (b prepared once per warp
 # and step, read back from shared memory), chosen under SM pressure: on an H100 restricted to 64
 # SMs (each SM then moves a B200's share of the bytes; bench_kernel.py --sms) they reached
 # 0.70-0.79 of the read against 0.56-0.62 for the tiles below (sweep of 2026-11-25,
@@ -1334,6 +1334,10 @@ _CUDA_FAMILIES = (
     (8, 2, 4, 1, 1, 2, 0, 20, 1),  # 64 SMs: 0.705 / 0.774 / 0.793 (7168x16384x1 / 4096x7168x8 / 7168x2048x4)
     (8, 1, 4, 2, 1, 2, 0, 16, 1),  # 64 SMs: 0.733 / 0.755 / 0.753; whole H100: 7168x2048x4's entry
     (4, 2, 8, 1, 1, 2, 0, 16, 1),  # the fewest instructions on sm_100a (48.6 per 16 bytes of a and lane)
+    # K in 4 parts over a block's 4 warps (KS, for long rows: more warps, each from its own start):
+    # 7168x16384x1 on an H100 at 64 SMs 0.755-0.759 (the best KS 1 tile 0.738-0.742 in the same
+    # runs), at 96 0.890-0.891 (0.858); on an H200 at 88 SMs 0.723-0.724 (0.634) (2026-11-25, c3c10fd)
+    (8, 2, 4, 1, 1, 2, 0, 5, 1, 4),
     (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.22
     (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
     (32, 4, 1, 1, 1, 2, 0, 1),   # 7168x2048x4: server 15.15 us on the H200 (clean 14.64), 18.03 H100 (16.80)
@@ -1346,11 +1350,15 @@ _CUDA_FAMILIES = (
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     lpr, rpt, u, warps, _, v = cfg[:6]
     bsh = cfg[9] if len(cfg) > 9 else 0
+    ks = cfg[10] if len(cfg) > 10 else 1
     rows = warps * (32 // lpr) * rpt
+    steps = -(-(k // 32) // (lpr * u))
     # every lane owns at least one 32-value chunk per step (LPR * U <= K / 32): a family with
-    # more lanes per row than the row has chunks is for longer rows; BSH steps span 32 chunks
+    # more lanes per row than the row has chunks is for longer rows; BSH steps span 32 chunks;
+    # K splits in parts of whole steps, at most one part idle (the H100's 4096x7168x8 entry: 7
+    # steps in 8 parts)
     return (rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
-            and (not bsh or lpr * u == 32))
+            and (not bsh or lpr * u == 32) and ks <= steps + 1)
 
 
 def _cuda_decode(capability: tuple, bsh: int = 0) -> int:
@@ -1452,16 +1460,18 @@ def cuda_compile_variants() -> list:
 # times), the clean device time (L2 cold by rotation) breaking ties within 1%.
 _MEASURED = {
     "NVIDIA H100 80GB HBM3": {
-        # server 31.26 us (server ceiling 27.97; clean 28.96 against 25.47): next (32, 4, 4, 8, ...,
-        # 1) 31.95 (clean 28.27), (32, 4, 4, 2, ..., 1) 32.58 (28.61); triton's best 32.66. With the
-        # kernel of the BSH sweep (2026-11-25): 31.33 / 29.30; the best BSH tile 32.11 / 29.54.
-        ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 2, 2, 2, 0, 1),
-        # server 54.24-54.51 us, clean 49.39-49.57 in three sweeps of 2026-11-25 (revision 363af22;
-        # ceilings 50.4-50.9 / 46.0-46.3; MINB 16, 24, 28, 32 within 1%): two rows per
-        # one-warp block, all 32 lanes along K. The former entry (32, 8, 1, 1, 2, 1, 2, 0, 1)
-        # 56.51-56.66 / 50.72-51.07 in the same runs; triton's best 55.26-56.59 / 50.56-50.93. With
-        # the kernel of the BSH sweep: 54.45 / 49.58; the best BSH tile 55.90 / 49.79.
-        ("cuda", 4096, 7168, 8): (32, 2, 1, 1, 2, 1, 2, 0, 1),
+        # server 30.53 us, clean 27.38 (ceilings 27.78 / 25.50), the best of 5 configs; next
+        # (8, 2, 4, 1, 3, 1, 2, 0, 4, 1, 4) 30.80 / 27.89; the former entry (32, 2, 8, 2, 2, 2, 2, 0, 1)
+        # 30.99 / 28.93 in the same run (rank 3). bench_kernel.py --sweep of 2026-11-25, kit c3c10fd,
+        # kernel revision dd5bdb48218a. A second sweep on the same machine: 30.51 / 27.39, the former
+        # entry 31.01 / 28.96. K split in 8 parts over the block's 8 warps (KS, the 11th field).
+        ("cuda", 7168, 16384, 1): (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8),
+        # server 51.22 us, clean 48.77 (ceilings 50.77 / 46.02), the best of 6 configs; next
+        # (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 7) 51.34 / 49.22; the former entry (32, 2, 1, 1, 2, 1, 2, 0, 1)
+        # 54.37 / 49.04 in the same run (rank 5). bench_kernel.py --sweep of 2026-11-25, kit c3c10fd,
+        # kernel revision dd5bdb48218a. A second sweep on the same machine: 51.42 / 48.98, the former
+        # entry 54.34 / 48.91. 7168 / 32 = 7 steps in 8 parts: one warp of each block idles.
+        ("cuda", 4096, 7168, 8): (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8),
         # A BSH tile: server 17.65 us, clean 16.03 (ceilings 16.69 / 15.09) in the sweep of
         # 2026-11-25 that chose the BSH families; the tile before, (32, 2, 1, 1, 2, 1, 2, 0, 1),
         # 18.06 / 16.70 in the same run (17.89-18.22 / 16.48-16.70 in four earlier sweeps).
@@ -1522,7 +1532,7 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
     if name == "cuda":
         cap = capability if isinstance(capability, tuple) else (9, 0)
         cands = [_cuda_default(m, k, l, cap)]
-        cands += [_with_decode(f, cap) for f in _CUDA_FAMILIES[:3]]  # the BSH tiles: SM pressure
+        cands += [_with_decode(f, cap) for f in _CUDA_FAMILIES[:4]]  # the BSH tiles: SM pressure
         for table in _MEASURED.values():  # what won on any GPU model for this shape
             if ("cuda", m, k, l) in table:
                 cands.append(_with_decode(table[("cuda", m, k, l)][:4] + table[("cuda", m, k, l)][5:], cap))

@@ -213,25 +213,26 @@ def test_a_better_config_replaces_the_entry_and_its_comment(tmp_path, sub, capsy
     """The sweep's winner differs from an entry: that entry and its comment are replaced (the
     comment names the former entry's times in this run); every other line stays."""
     results = fixture("h100")
+    entry, better = (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8), (8, 2, 4, 1, 3, 1, 2, 0, 5, 1, 4)
     for r in results["sweeps"]["4096x7168x8 cuda"]:
-        if r["cfg"] == [32, 8, 1, 1, 2, 1, 2, 0, 1]:
-            r.update(us=48.90, server_us=53.00)
+        if r["cfg"] == list(better):
+            r.update(us=47.90, server_us=50.00)
     before = sub.read_text().splitlines()
     assert apply(tmp_path, results, sub) == 0
     after = sub.read_text().splitlines()
-    assert apply_table.read_table("\n".join(after))[H100][("cuda", 4096, 7168, 8)] == (32, 8, 1, 1, 2, 1, 2, 0, 1)
+    assert apply_table.read_table("\n".join(after))[H100][("cuda", 4096, 7168, 8)] == better
     (change,) = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
                  if op[0] != "equal"]
     removed, added = before[change[1]:change[2]], after[change[3]:change[4]]
-    assert removed[-1].strip() == '("cuda", 4096, 7168, 8): (32, 2, 1, 1, 2, 1, 2, 0, 1),'
+    assert removed[-1].strip() == f'("cuda", 4096, 7168, 8): {entry},'
     assert all(line.strip().startswith("#") for line in removed[:-1]) and len(removed) >= 2
-    assert added[-1].strip() == '("cuda", 4096, 7168, 8): (32, 8, 1, 1, 2, 1, 2, 0, 1),'
+    assert added[-1].strip() == f'("cuda", 4096, 7168, 8): {better},'
     comment = " ".join(line.strip().lstrip("# ") for line in added[:-1])
-    assert "server 53.00 us, clean 48.90" in comment
-    former = next(r for r in results["sweeps"]["4096x7168x8 cuda"] if r["cfg"] == [32, 2, 1, 1, 2, 1, 2, 0, 1])
+    assert "server 50.00 us, clean 47.90" in comment
+    former = next(r for r in results["sweeps"]["4096x7168x8 cuda"] if r["cfg"] == list(entry))
     times = f"{former['server_us']:.2f} / {former['us']:.2f}"
-    assert f"next the former entry (32, 2, 1, 1, 2, 1, 2, 0, 1) {times}" in comment
-    assert "(32, 2, 1, 1, 2, 1, 2, 0, 1) -> (32, 8, 1, 1, 2, 1, 2, 0, 1)" in capsys.readouterr().out
+    assert f"next the former entry {entry} {times}" in comment
+    assert f"{entry} -> {better}" in capsys.readouterr().out
 
 
 def test_wrong_rows_and_probes_never_win(tmp_path, sub, capsys):
@@ -247,7 +248,7 @@ def test_wrong_rows_and_probes_never_win(tmp_path, sub, capsys):
     assert apply(tmp_path, results, sub) == 0
     assert sub.read_text() == before
     out = capsys.readouterr().out
-    assert "cuda 7168x16384x1: unchanged (32, 2, 8, 2, 2, 2, 2, 0, 1)" in out
+    assert "cuda 7168x16384x1: unchanged (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8)" in out
     assert "triton 7168x2048x4: no usable record (3 wrong or probes): left as it is" in out
 
 

@@ -207,13 +207,14 @@ def test_unknown_backend_name_raises(monkeypatch):
     ("NVFP4_GEMV_CONFIG", "triton=3,100,2,1", "must be powers of two"),
     ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=N,N,... or triton=N,N,N,N"),
     ("NVFP4_GEMV_CONFIG", "scaled_mm=1", "'scaled_mm=1' is not cuda="),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 10 numbers"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 11 numbers"),
     ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "cuda needs LPR in 2, 4, 8, 16, 32"),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "V 1 or 2 dividing U"),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "BSH 0 or 1 (1: LPR * U = 32)"),
+    ("NVFP4_GEMV_CONFIG", "cuda=8,2,4,8,3,1,2,0,1,1,8", "KS >= 1 (WARPS * KS <= 32)"),
     ("NVFP4_GEMV_TUNE", "bogus", "NVFP4_GEMV_TUNE='bogus': choose one of auto, force, off"),
 ], ids=["triton=abc", "triton=1,2", "triton=3,100,2,1", "garbage", "scaled_mm=1", "cuda short", "cuda LPR 3",
-        "cuda V 2 U 1", "cuda BSH LPR*U 64", "tune bogus"])
+        "cuda V 2 U 1", "cuda BSH LPR*U 64", "cuda WARPS*KS 64", "tune bogus"])
 def test_bad_settings_are_one_line_before_any_work(monkeypatch, variable, value, words):
     """A setting the kernels cannot use raises one ValueError naming the variable, from
     select_backend (what eval.py asks before any case) and from custom_kernel before any
