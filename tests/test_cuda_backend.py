@@ -144,11 +144,11 @@ def test_pinned_config_and_candidates(monkeypatch):
                 lpr, rpt, u, warps, dec, v = cfg[:6]
                 rows = submission._cuda_rows(cfg)
                 assert m % rows == 0 and rows <= 128 and lpr <= max(2, k // 32) and dec in (0, 1, 2, 3), cfg
-                assert u % v == 0 and len(cfg) in (9, 10) and submission._cuda_fits(cfg, m, k), cfg
+                assert u % v == 0 and len(cfg) in (9, 10, 11) and submission._cuda_fits(cfg, m, k), cfg
 
 
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
-                                 (32, 2, 4, 4, 0, 1, 4, False)])
+                                 (32, 2, 4, 4, 0, 1, 4, False), (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8)])
 @pytest.mark.parametrize("cpu_scales", [False, True])
 def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
@@ -178,7 +178,8 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     (name, grid, threads, scalars), = built
     assert name.startswith(f"nvfp4_gemv_{cfg[0]}_{cfg[1]}_{cfg[2]}_{cfg[3]}_{cfg[4]}_")
     assert name.endswith(f"_{int((k // 32) % (cfg[0] * cfg[2]) == 0)}{int(plain)}0")
-    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * cfg[3]
+    ks = cfg[10] if len(cfg) > 10 else 1  # K split: KS warps per WARPS, the same rows
+    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * cfg[3] * ks
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
     if plain:
