@@ -804,9 +804,10 @@ _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __res
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
 # (V chunks per lane side by side, LOAD flavour, PIPE: 0 plain, 1 all loads of a step issued
-# before its arithmetic, MINB): how a lane reads a, the default of a config given with five
-# fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
-# commits holding the variants that lost: register double buffering, a bulk-copy ring).
+# before its arithmetic, MINB, BSH, KS): how a lane reads a, the default of a config given with
+# five fields (chosen by measurement: benchmarks/NOTES.md, "cuda backend", which also names the
+# commits holding the variants that lost: register double buffering, a bulk-copy ring, L2
+# prefetch); b prepared per lane (BSH 0) and K not split (KS 1) unless a config says so.
 _CUDA_SHAPE = (2, 2, 1, 0, 0, 1)
 
 
@@ -824,9 +825,9 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, PIPE, MINB, BSH) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
-    registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
-    shared memory, which needs LPR * U == 32)."""
+    optionally followed by (V, LOAD, PIPE, MINB, BSH, KS) (default: _CUDA_SHAPE; MINB > 0 asks ptxas
+    for registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
+    shared memory, which needs LPR * U == 32; KS > 1: K split in KS parts over KS x WARPS warps)."""
     lpr, rpt, u, warps, decode = cfg[:5]
     v, load, pipe, minb, bsh, ks = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
     flags = f"{int(full)}{int(plain)}{int(probe)}"
@@ -1333,10 +1334,11 @@ def _triton_fast(data, m: int, k: int, l: int):
 _CUDA_FAMILIES = (
     (8, 2, 4, 1, 1, 2, 0, 20, 1),  # 64 SMs: 0.705 / 0.774 / 0.793 (7168x16384x1 / 4096x7168x8 / 7168x2048x4)
     (8, 1, 4, 2, 1, 2, 0, 16, 1),  # 64 SMs: 0.733 / 0.755 / 0.753; whole H100: 7168x2048x4's entry
-    (4, 2, 8, 1, 1, 2, 0, 16, 1),  # the fewest instructions on sm_100a (48.6 per 16 bytes of a and lane)
+    (4, 2, 8, 1, 1, 2, 0, 16, 1),  # the fewest instructions on sm_100a (48.6-48.8 per 16 bytes of a and lane)
     # K in 4 parts over a block's 4 warps (KS, for long rows: more warps, each from its own start):
-    # 7168x16384x1 on an H100 at 64 SMs 0.755-0.759 (the best KS 1 tile 0.738-0.742 in the same
-    # runs), at 96 0.890-0.891 (0.858); on an H200 at 88 SMs 0.723-0.724 (0.634) (2026-11-25, c3c10fd)
+    # 7168x16384x1 on an H100 at 64 SMs 0.755-0.762 of the read (the best KS 1 tiles 0.733-0.738
+    # in other runs of the day), at 96 SMs 0.890-0.891 (0.858-0.862); on an H200 at 88 SMs
+    # 0.723-0.724 (KS 1: 0.627-0.634 in the same runs) (2026-11-25, kit c3c10fd-c3be9d7)
     (8, 2, 4, 1, 1, 2, 0, 5, 1, 4),
     (32, 2, 1, 1, 1, 2, 0, 1),   # H100 4096x7168x8 server 54.24-54.51 us, 7168x2048x4 17.89-18.22
     (32, 8, 1, 1, 1, 2, 0, 1),   # 4096x7168x8: server 41.87 us on the H200 (clean 38.08), 56.35 H100 (50.82)
