@@ -825,9 +825,9 @@ def cuda_arch(capability: tuple) -> str:
 
 def cuda_kernel(cfg: tuple, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (LPR, RPT, U, WARPS, DECODE),
-    optionally followed by (V, LOAD, PIPE, MINB, BSH, KS) (default: _CUDA_SHAPE; MINB > 0 asks ptxas
-    for registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
-    shared memory, which needs LPR * U == 32; KS > 1: K split in KS parts over KS x WARPS warps)."""
+    optionally followed by (V, LOAD, PIPE, MINB, BSH) (default: _CUDA_SHAPE; MINB > 0 asks ptxas for
+    registers enough for MINB blocks per SM; BSH 1: b prepared once per warp and step through
+    shared memory, which needs LPR * U == 32)."""
     lpr, rpt, u, warps, decode = cfg[:5]
     v, load, pipe, minb, bsh, ks = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
     flags = f"{int(full)}{int(plain)}{int(probe)}"
