@@ -1491,7 +1491,11 @@ _MEASURED = {
     },
     # H200: sweeps of 2026-11-25 with the kernel of commit f60a1c9 (read ceilings 18.9-19.1 /
     # 33.2-33.3 / 11.9-12.0 us). The non-BSH tiles changed since (the scale product in fp16, the
-    # shifts as IMAD.HI) and were not re-timed on an H200; the BSH tiles never ran on one.
+    # shifts as IMAD.HI). With the kernel of c3c10fd (one H200 run, server / clean us): on
+    # 7168x16384x1 the entry 24.14 / 22.86 against 24.75-29.14 / 22.54-28.82 for ten BSH and
+    # K-split tiles; the BSH tile (8, 2, 4, 1, 3, 1, 2, 0, 20, 1) 43.31 / 37.55 against 43.81 /
+    # 39.14 on 4096x7168x8 and 15.95 / 13.57 against 14.75 / 13.73 on 7168x2048x4: one run, the
+    # entries kept (benchmarks/RESULTS.md).
     "NVIDIA H200": {
         # server 24.35-24.56 us (server ceiling 21.09-21.14), clean 23.10-23.26 (ceiling 18.83-19.01);
         # next (32, 2, 8, 4, ..., 1) 25.07 / 24.46, (32, 4, 4, 4, ..., 1) 25.39 / 23.47 (the
