@@ -664,30 +664,28 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  // PIPE 2: two register buffers, the next step's loads issued before this step's arithmetic
-  constexpr int NB = PIPE == 2 ? 2 : 1;
-  Q av[NB][RPT][U];
-  u32 sa[NB][RPT][U];
+  Q av[RPT][U];
+  u32 sa[RPT][U];
   // offset (in chunks) of the lane's u-th chunk from its first of the step: V adjacent chunks
   // per lane, LPR lanes side by side
   auto off = [&](int u) { return (u / V) * (LPR * V) + u % V; };
 
   // The step's loads of a and its scales: every one an immediate offset from the row's pointer.
-  auto load = [&](int p, int c0) {
+  auto load = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[p][i][u] = ld_scales16<LOAD>(sq);
-          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<LOAD>(sq);
-          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
+          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sq);
+          else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
-          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[p][i][u] = 0u;
+          av[i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[i][u] = 0u;
         }
       }
       ap[i] += 16 * STEP;
@@ -705,7 +703,7 @@ __device__ __forceinline__ void gemv_body(
     bc = D::prep(bq, T);
     sb = prep_sb(sbv);
   };
-  auto compute = [&](int p, int c0, const unsigned char* bstep) {
+  auto compute = [&](int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
       u32 sbm;
@@ -729,8 +727,8 @@ __device__ __forceinline__ void gemv_body(
         }
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
-                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
+                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
         continue;
       }
       B bc;
@@ -745,27 +743,12 @@ __device__ __forceinline__ void gemv_body(
         prep_b(bstep, ch, bc, sb);
       }
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[p][i][u], sa[p][i][u], bc, sb, T);
+      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
     }
   };
 
-  if (PIPE == 2) {
-    // Register double buffering: a lane keeps the next step's loads in flight while it
-    // computes this one (twice the registers for a).
-    if (cbeg < cend) load(0, cbeg);
-    for (int c0 = cbeg; c0 < cend; c0 += 2 * STEP) {
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const int cs = c0 + p * STEP;
-        if (cs < cend) {
-          if (cs + STEP < cend) load(1 - p, cs + STEP);
-          compute(p, cs, bp);
-        }
-      }
-    }
-  }
-  for (int c0 = cbeg; PIPE != 2 && c0 < cend; c0 += STEP) {
-    load(0, c0);
+  for (int c0 = cbeg; c0 < cend; c0 += STEP) {
+    load(c0);
     const unsigned char* bstep = bp;
     if (PIPE == 1) {
       // All loads of the step are issued before the first use: ptxas would otherwise sink
@@ -776,10 +759,10 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
+        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
       bstep = bp + (fold & zero);
     }
-    compute(0, c0, bstep);
+    compute(c0, bstep);
   }
   __shared__ float sh_r[KS > 1 ? KS : 1][KS > 1 ? BROWS : 1];
 #pragma unroll
@@ -1582,10 +1565,10 @@ def _config_problem(name: str, cfg: tuple) -> str:
     lpr, rpt, u, warps, decode = cfg[:5]
     v, load, pipe, minb, bsh, ks = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
     if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3)
-            or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1, 2) or minb < 0
+            or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0
             or bsh not in (0, 1) or (bsh and lpr * u != 32) or ks < 1 or warps * ks > 32):
         return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-3; V 1 or 2 "
-                f"dividing U; LOAD 0-4; PIPE 0-2; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); KS >= 1 "
+                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); KS >= 1 "
                 f"(WARPS * KS <= 32); got {cfg}")
     return ""
 

@@ -446,28 +446,6 @@ def test_gpu_split_k_tiles(m, k, l, ks):
         assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
 
 
-# Register double buffering (PIPE 2): BSH tiles of one and two warps, with and without a K split,
-# and a plain tile.
-_PIPE2_TILES = [(8, 2, 4, 1, 3, 1, 2, 2, 14, 1), (8, 1, 4, 2, 1, 1, 2, 2, 10, 1), (8, 2, 4, 1, 3, 1, 2, 2, 4, 1, 4),
-                (32, 2, 1, 1, 2, 1, 2, 2, 1, 0)]
-
-
-@requires_cuda
-@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1), (256, 3072, 3)])
-def test_gpu_double_buffered_tiles(m, k, l):
-    """PIPE 2 tiles on full-range data: right (1088: a partial last step; 3072: an odd number of
-    steps) and bit-identical on repeat."""
-    data = _gen(m, k, l, 17, "full-range")
-    expected = _expected(data)
-    for cfg in _PIPE2_TILES:
-        if not submission._cuda_fits(cfg, m, k):
-            continue
-        out = _run(data, cfg).clone()
-        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
-        assert not reasons, f"{cfg}: " + "\n".join(reasons)
-        assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
-
-
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     """Inputs whose every a byte, b byte and scale is the one given (plain and permuted alike)."""
     data = _gen(m, k, l, 1)
