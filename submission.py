@@ -1327,8 +1327,9 @@ def _triton_fast(data, m: int, k: int, l: int):
 # and step, read back from shared memory), chosen under SM pressure: on an H100 restricted to 64
 # SMs (each SM then moves a B200's share of the bytes; bench_kernel.py --sms) they reached
 # 0.70-0.79 of the read against 0.56-0.62 for the tiles below (sweep of 2026-11-25,
-# benchmarks/RESULTS.md, "SM pressure"); on the whole H100 the tiles below stay 1-5% ahead on
-# the two large shapes, so the H100 table keeps them there. MINB >= 1 (launch bounds) lets
+# benchmarks/RESULTS.md, "SM pressure"); on the whole H100 the tiles below stayed 1-5% ahead on
+# the two large shapes until a BSH tile split K over 8 warps (the H100 table's entry for both
+# since 2026-11-25, kit c3c10fd); the H200 table keeps them. MINB >= 1 (launch bounds) lets
 # ptxas hoist loads above the arithmetic; on the BSH tiles it also caps registers (MINB 20 on
 # one warp: 91 registers, 22 warps per SM; MINB 16: 120 and 16) and 20 won at 64 SMs.
 _CUDA_FAMILIES = (
