@@ -243,7 +243,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.sms_points = sms_points(args.sms)
         except ValueError as exc:
             ap.error(f"--sms {args.sms}: {exc}")
+    args.grid_configs = {}
+    if args.grid:
+        try:
+            args.grid_configs = grid_configs(args.grid)
+        except ValueError as exc:
+            ap.error(f"--grid {args.grid}: {exc}")
     return args
+
+
+def grid_configs(path: str) -> dict:
+    """--grid: {shape: [config tuple, ...]} of a JSON file {'MxKxL': [cuda config, ...]}; raises
+    ValueError (one line) for a file that is not that, or for a config the submission's cuda
+    backend cannot build (its ``_config_problem``, where it has one), before any GPU work."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"not a readable JSON file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+        raise ValueError("must hold {'MxKxL': [cuda config, ...]}")
+    problem = getattr(submission, "_config_problem", None)
+    out = {}
+    for shape, cfgs in raw.items():
+        out[shape] = []
+        for c in cfgs:
+            if not isinstance(c, list) or not all(isinstance(x, int) for x in c):
+                raise ValueError(f"{shape}: {c!r} is not a list of integers")
+            why = problem("cuda", tuple(c)) if problem else ""
+            if why:
+                raise ValueError(f"{shape}: {why}")
+            out[shape].append(tuple(c))
+    return out
 
 
 def sms_points(spec: str) -> list:
@@ -329,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                 grid = (cuda_sweep_configs(m, k, l, cap) if name == "cuda"
                         else submission._candidates(name, m, k, l, cap))
                 if name == "cuda" and args.grid:
-                    grid = [tuple(c) for c in json.loads(Path(args.grid).read_text()).get(shape, grid)]
+                    grid = args.grid_configs.get(shape, grid)
                 for c in grid:
                     us, s_us, bad = timed(backend_fn(name, c), sets, cases, args.reps, server=not args.no_server)
                     res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "server_us": s_us,

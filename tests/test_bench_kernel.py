@@ -127,3 +127,28 @@ def test_gpu_device_times_raises_host_bound_when_every_round_stalls():
     """A stall in every round (each 0.1 s, more than the last hold of 0.08 s) is HostBound."""
     with pytest.raises(timing.HostBound, match="3 tries"):
         timing.device_times(_stalling(lambda n: n >= 5 and (n - 5) % 5 == 0), [None], reps=5)
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"4096x7168x8": [[8, 2, 4, 1, 3, 0, 2, 0, 16, 1]]}', "4096x7168x8: cuda needs LPR in 2, 4, 8, 16, 32"),
+    ('{"4096x7168x8": [[8, 2, 4, 1, 3, 1, 2, 0, 16, 1, 0]]}', "KS >= 1"),
+    ('{"4096x7168x8": [[8, 2, "4"]]}', "is not a list of integers"),
+    ('[1, 2]', "must hold {'MxKxL': [cuda config, ...]}"),
+    ('{"4096x7168x8": [', "not a readable JSON file"),
+], ids=["V 0", "KS 0", "a string", "a list", "broken JSON"])
+def test_a_bad_grid_is_refused_in_one_line_before_any_work(tmp_path, capsys, text, words):
+    """--grid: a file the sweep cannot use, or a config the cuda backend cannot build, stops the
+    command at its arguments (exit 2), naming the file and what is wrong."""
+    path = tmp_path / "grid.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as info:
+        bench_kernel.parse_args(["--sweep", "--grid", str(path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"--grid {path}: " in err and words in err
+
+
+def test_a_good_grid_is_read_as_tuples(tmp_path):
+    path = tmp_path / "grid.json"
+    path.write_text('{"7168x16384x1": [[8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8], [32, 2, 8, 2, 2]]}')
+    args = bench_kernel.parse_args(["--sweep", "--grid", str(path)])
+    assert args.grid_configs == {"7168x16384x1": [(8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8), (32, 2, 8, 2, 2)]}
