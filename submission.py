@@ -811,6 +811,12 @@ _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_b
 _CUDA_SHAPE = (2, 2, 1, 0, 0, 1)
 
 
+def _cuda_tail(cfg: tuple) -> tuple:
+    """(V, LOAD, PIPE, MINB, BSH, KS) of a cuda config, the fields it leaves out from _CUDA_SHAPE
+    (as cuda_kernel reads them)."""
+    return tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
+
+
 class CudaBuildError(RuntimeError):
     """The cuda backend could not be built or loaded here (message: the reason, with NVRTC's
     log when the compiler failed)."""
@@ -1351,9 +1357,8 @@ _CUDA_FAMILIES = (
 
 
 def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
-    lpr, rpt, u, warps, _, v = cfg[:6]
-    bsh = cfg[9] if len(cfg) > 9 else 0
-    ks = cfg[10] if len(cfg) > 10 else 1
+    lpr, rpt, u, warps = cfg[:4]
+    v, _, _, _, bsh, ks = _cuda_tail(cfg)
     rows = warps * (32 // lpr) * rpt
     steps = -(-(k // 32) // (lpr * u))
     # every lane owns at least one 32-value chunk per step (LPR * U <= K / 32): a family with
@@ -1421,8 +1426,7 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
             raise ValueError(f"cuda config {cfg}: {rows} rows per block must divide M={m}; LPR in 2..32")
         full = chunks % (cfg[0] * cfg[2]) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
-        ks = cfg[10] if len(cfg) > 10 else 1
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3] * ks, scalars)
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // rows, l), 32 * cfg[3] * _cuda_tail(cfg)[5], scalars)
     return run, 2 if plain else 4
 
 
@@ -1546,7 +1550,7 @@ def _candidates(name: str, m: int, k: int, l: int, capability) -> list:
         cands += [_with_decode(f, cap) for f in _CUDA_FAMILIES]
         cands = [c for c in dict.fromkeys(cands) if _cuda_fits(c, m, k)][:6]
         if cap[0] >= 10:  # an integer decode too, on the top three (which decode wins there is unmeasured)
-            cands += [c[:4] + (3 if len(c) > 9 and c[9] else 2,) + c[5:] for c in cands[:3]]
+            cands += [c[:4] + (3 if _cuda_tail(c)[4] else 2,) + c[5:] for c in cands[:3]]
         return cands
     return [None]
 
@@ -1564,7 +1568,7 @@ def _config_problem(name: str, cfg: tuple) -> str:
         return (f"cuda takes 5 to 11 numbers (LPR, RPT, U, WARPS, DECODE[, V, LOAD, PIPE, MINB, BSH, KS]), "
                 f"got {len(cfg)}")
     lpr, rpt, u, warps, decode = cfg[:5]
-    v, load, pipe, minb, bsh, ks = tuple(cfg[5:11]) + _CUDA_SHAPE[len(cfg[5:11]):]
+    v, load, pipe, minb, bsh, ks = _cuda_tail(cfg)
     if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3)
             or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0
             or bsh not in (0, 1) or (bsh and lpr * u != 32) or ks < 1 or warps * ks > 32):
