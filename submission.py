@@ -471,8 +471,9 @@ __device__ __forceinline__ BSigned prep_signed(const Q& q, const Tables& T) {
   }
   return r;
 }
+// xh from vh by XOR, as in dot8_plus below.
 __device__ __forceinline__ int dot8_signed(u32 v, const BWordS& b, const Tables& T, int acc) {
-  const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = shr_hi<16>(x);
+  const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = vh ^ 0x8888u;
   acc = __dp4a((int)prmt(T.tlo, T.thi, v), (int)b.b0, acc);
   acc = __dp4a((int)prmt(T.tlo, T.thi, x), (int)b.nb0, acc);
   acc = __dp4a((int)prmt(T.tlo, T.thi, vh), (int)b.b1, acc);
@@ -561,8 +562,13 @@ __device__ __forceinline__ BPlus prep_plus(const Q& q, const Tables& T) {
   }
   return r;
 }
+// The high half's selector xh = (v ^ 0x88888888) >> 16 as vh ^ 0x8888, an integer-pipe XOR, not
+// a second IMAD.HI: at 64 SMs of an H100 ncu had the multiply-add pipe (IDP, IMAD) 66% busy
+// and the integer pipe 54% (7168x16384x1, kit 0bcbfba); this moves 4 instructions per 16
+// bytes of a from the first to the second: 64 SMs 0.753 -> 0.790, 0.783 -> 0.807, 0.807 ->
+// 0.825 of the read (best tiles), full width within noise (benchmarks/RESULTS.md, 2026-11-25).
 __device__ __forceinline__ void dot8_plus(u32 v, const BWordP& b, const Tables& T, int& pos, int& neg) {
-  const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = shr_hi<16>(x);
+  const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = vh ^ 0x8888u;
   pos = __dp4a((int)prmt(T.tlo, T.thi, v), (int)b.b0, pos);
   neg = __dp4a((int)prmt(T.tlo, T.thi, x), (int)b.b0, neg);
   pos = __dp4a((int)prmt(T.tlo, T.thi, vh), (int)b.b1, pos);

@@ -9,7 +9,10 @@ profiler (needs a CUDA GPU), e.g. on a machine where Nsight Compute reads counte
 streaming read of the shape's bytes, launch shape 1024 x 1 iteration x 4 warps, the one
 that won every ceiling on the H100 and H200), to profile beside the kernel
 (``--kernel-name regex:_read_kernel``). ``--sms N`` runs on a green context of N SMs (the
-SM-pressure point of benchmarks/bench_kernel.py --sms).
+SM-pressure point of benchmarks/bench_kernel.py --sms). ``--server-l2`` clears the L2 before
+every call as the leaderboard's harness does (utils.clear_l2_cache: the L2 is left full of dirty
+lines); profile it with ``--cache-control none --replay-mode application`` so that every pass
+sees that state rather than ncu's flushed cache or the previous pass's lines.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import torch  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
+from utils import clear_l2_cache  # noqa: E402
 
 
 def main() -> int:
@@ -36,6 +40,7 @@ def main() -> int:
     ap.add_argument("--config", default="", help="comma-separated config (default: the backend's pick)")
     ap.add_argument("--calls", type=int, default=6, help="calls to make")
     ap.add_argument("--sms", type=int, default=0, help="run on a green context of this many SMs (0: all)")
+    ap.add_argument("--server-l2", action="store_true", help="clear the L2 before every call, as the server does")
     args = ap.parse_args()
     if args.sms:
         try:
@@ -49,14 +54,16 @@ def main() -> int:
     m, k, l = (int(x) for x in args.shape.split("x"))
     if args.backend == "read":
         buf = timing.make_read_buffers(timing.gemv_bytes(m, k, l), 1)[0]
-        for _ in range(args.calls):
-            timing.read_launch(buf, 1024, 1, 4)
-        torch.cuda.synchronize()
-        return 0
-    cfg = tuple(int(x) for x in args.config.split(",")) if args.config else None
-    data = reference.generate_input(m, k, l, 1, device="cuda")
+        call = lambda: timing.read_launch(buf, 1024, 1, 4)  # noqa: E731
+    else:
+        cfg = tuple(int(x) for x in args.config.split(",")) if args.config else None
+        data = reference.generate_input(m, k, l, 1, device="cuda")
+        call = lambda: submission.run_backend(args.backend, data, cfg)  # noqa: E731
     for _ in range(args.calls):
-        submission.run_backend(args.backend, data, cfg)
+        if args.server_l2:
+            torch.cuda.synchronize()
+            clear_l2_cache()
+        call()
     torch.cuda.synchronize()
     return 0
 
