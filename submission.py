@@ -611,28 +611,6 @@ template <> struct Decode<2> {
   static constexpr float scale = 16.0f;  // 2^6 / 4
 };
 
-// ---- decode 4, "mma": dp4a-sr2's lookups, with its 16 dp4a per 16 bytes of a and lane done by
-// 4 integer tensor-core products (mma.sync m16n8k32, s8 x s8 -> s32; exact: |2a * 2b| <= 144,
-// 16 of them per group). Tiles of 4 lanes per row (LPR 4, V 1, BSH): lanes (g, t), g = lane / 4
-// the row, t = lane % 4 its chunk in the step; each product takes one 32-bit word (8 values) of
-// every lane. A: row g = the word's non-negative values (2|a|, others 0), row g + 8 its negative
-// ones, the low 4 values at k = 4t.., the high 4 at k = 16 + 4t..; B: column n holds +2b of lane
-// t's word where n = t (the word is in the chunk's first group) or n = 4 + t (second group),
-// zeros elsewhere (lanes that hold no column read a zeroed slot of shared memory). So D[g][n],
-// summed over a chunk's 4 words, is group n / 4 of lane n % 4's chunk, and lane (g, t) ends with
-// columns 2t, 2t + 1: group t / 2 of the chunks of lanes 2(t % 2) and 2(t % 2) + 1, whose scale
-// pairs it loads itself (4 bytes: both chunks' pairs, adjacent in either layout).
-__device__ __forceinline__ void mma_s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-template <> struct Decode<4> {
-  typedef BPlus B;
-  static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_plus(q, T); }
-  static constexpr float scale = 16.0f;  // 2^6 / 4
-};
-
 // Byte offset of the scale pair of groups 2ch, 2ch + 1 of row r. PLAIN: row-major [rows, K/16]
 // per batch (row stride rs). Permuted (blocked): scale (r, g) of a batch sits at
 // (r / 128) * G * 128 + (g / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + g % 4.
@@ -659,8 +637,6 @@ __device__ __forceinline__ void gemv_body(
   constexpr int STEP = LPR * U;         // chunks of a row per step
   static_assert(U % V == 0, "U must be a multiple of V");
   static_assert(!BSH || STEP == 32, "BSH: a step spans 32 chunks, one per lane to prepare");
-  static_assert(DECODE != 4 || (LPR == 4 && V == 1 && BSH), "mma: 4 lanes per row, V 1, BSH");
-  constexpr int MMA = DECODE == 4;
   typedef Decode<DECODE> D;
   typedef typename D::B B;
   constexpr int NW = sizeof(B) / 16;    // 16-byte words of a prepared b chunk
@@ -668,14 +644,9 @@ __device__ __forceinline__ void gemv_body(
   // BSH: the warp prepares b once per step, lane L the step's chunk L, into shared memory as
   // [word][chunk] (consecutive lanes, consecutive 16 bytes: no bank conflicts either way; the
   // lanes of a step that share a chunk read one address).
-  __shared__ uint4 sh_b[BSH ? WARPS * KS + MMA : 1][BSH ? NW : 1][32];  // mma: a last slot of zeros
+  __shared__ uint4 sh_b[BSH ? WARPS * KS : 1][BSH ? NW : 1][32];
   __shared__ u32 sh_s[BSH ? WARPS * KS : 1][32];
   const Tables T = tables(zero);
-  if (MMA) {
-    for (int i = threadIdx.x; i < NW * 32; i += 32 * WARPS * KS)
-      sh_b[WARPS * KS][i / 32][i % 32] = make_uint4(0, 0, 0, 0);
-    __syncthreads();
-  }
   // KS > 1: the block's WARPS * KS warps split K in KS parts of whole steps; warp w takes rows
   // (w % WARPS) and part kp = w / WARPS, and the parts' row sums add in a fixed order at the end.
   const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5;
@@ -692,8 +663,7 @@ __device__ __forceinline__ void gemv_body(
   for (int i = 0; i < RPT; ++i) {
     const int r = row0 + RS * i;
     ap[i] = a + bi * a_bs + r * a_rs + 16 * (i64)(cbeg + t * V);
-    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks)
-            + (PLAIN ? 2 * (i64)(cbeg + (MMA ? 2 * (t & 1) : t * V)) : 0);
+    sp[i] = sfa + bi * sfa_bs + scale_row<PLAIN>(r, sfa_rs, 2 * chunks) + (PLAIN ? 2 * (i64)(cbeg + t * V) : 0);
   }
   const unsigned char* bp = b + bi * b_bs;
   const unsigned char* sbp = sfb + bi * sfb_bs;
@@ -713,12 +683,7 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
-        if (MMA) {  // the scale pairs of the chunk pair whose groups this lane sums (see decode 4)
-          const int cp = c0 + 2 * (t & 1) + off(u);
-          const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(cp);
-          sa[i][u] = (FULL || cp < chunks) ? ld_scales32<LOAD>(sq) : 0u;
-          av[i][u] = (FULL || ch < chunks) ? ld_a<LOAD>(ap[i] + 16 * off(u)) : Q{{0u, 0u, 0u, 0u}};
-        } else if (FULL || ch < chunks) {
+        if (FULL || ch < chunks) {
           av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
           if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
@@ -755,34 +720,6 @@ __device__ __forceinline__ void gemv_body(
       for (int k = 0; k < NW; ++k) sh_b[BSH ? warp : 0][k][lane] = w[k];
       sh_s[BSH ? warp : 0][lane] = sbm;
       __syncwarp();
-    }
-    if (MMA && !PROBE) {  // decode 4: one chunk (4 words) of a row per lane -> 4 chained products
-      const int g = lane >> 2, h = t >> 1;
-      const uint4* b0p = &sh_b[g == t ? warp : WARPS * KS][0][t];  // the first group's column, or zeros
-      const uint4* b1p = &sh_b[g == t + 4 ? warp : WARPS * KS][1][t];  // the second group's
-      const u32* sbp2 = &sh_s[BSH ? warp : 0][2 * (t & 1)];
-      const u32 ssel = h ? 0x7632u : 0x5410u, asel = h ? 0x3131u : 0x2020u;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const uint4 p0 = b0p[4 * u], p1 = b1p[4 * u];
-        const uint2 s2 = *reinterpret_cast<const uint2*>(sbp2 + 4 * u);
-        const u32 sb = prmt(s2.x, s2.y, ssel);  // b's scales of group h of both chunks (x 2^-6)
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-          int d[4] = {0, 0, 0, 0};
-#pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            const u32 v = av[i][u].w[w], x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = vh ^ 0x8888u;
-            const uint4& bw = w < 2 ? p0 : p1;
-            mma_s8(d, prmt(T.tlo, T.thi, v), prmt(T.tlo, T.thi, x), prmt(T.tlo, T.thi, vh),
-                   prmt(T.tlo, T.thi, xh), (w & 1) ? bw.z : bw.x, (w & 1) ? bw.w : bw.y);
-          }
-          const u32 s = hmul2(e4m3x2_f16x2(prmt(sa[i][u], 0u, asel)), sb);
-          acc[i] = fmaf((float)(d[0] - d[2]), half_f32(s, 0), acc[i]);
-          acc[i] = fmaf((float)(d[1] - d[3]), half_f32(s, 1), acc[i]);
-        }
-      }
-      return;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -1435,8 +1372,7 @@ def _cuda_fits(cfg: tuple, m: int, k: int) -> bool:
     # K splits in parts of whole steps, at most one part idle (the H100's 4096x7168x8 entry: 7
     # steps in 8 parts)
     return (rows <= 128 and m % rows == 0 and lpr * u <= k // 32 and u % v == 0
-            and (not bsh or lpr * u == 32) and ks <= steps + 1
-            and (cfg[4] != 4 or (lpr == 4 and v == 1 and bsh)))
+            and (not bsh or lpr * u == 32) and ks <= steps + 1)
 
 
 def _cuda_decode(capability: tuple, bsh: int = 0) -> int:
@@ -1639,13 +1575,12 @@ def _config_problem(name: str, cfg: tuple) -> str:
                 f"got {len(cfg)}")
     lpr, rpt, u, warps, decode = cfg[:5]
     v, load, pipe, minb, bsh, ks = _cuda_tail(cfg)
-    if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3, 4)
+    if (lpr not in (2, 4, 8, 16, 32) or rpt < 1 or u < 1 or not 1 <= warps <= 32 or decode not in (0, 1, 2, 3)
             or v not in (1, 2) or u % v or not 0 <= load <= 4 or pipe not in (0, 1) or minb < 0
-            or bsh not in (0, 1) or (bsh and lpr * u != 32) or ks < 1 or warps * ks > 32
-            or (decode == 4 and (lpr != 4 or v != 1 or not bsh))):
-        return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-4 (4: LPR 4, V 1, "
-                f"BSH 1); V 1 or 2 dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); "
-                f"KS >= 1 (WARPS * KS <= 32); got {cfg}")
+            or bsh not in (0, 1) or (bsh and lpr * u != 32) or ks < 1 or warps * ks > 32):
+        return ("cuda needs LPR in 2, 4, 8, 16, 32; RPT, U >= 1; WARPS in 1..32; DECODE 0-3; V 1 or 2 "
+                f"dividing U; LOAD 0-4; PIPE 0 or 1; MINB >= 0; BSH 0 or 1 (1: LPR * U = 32); KS >= 1 "
+                f"(WARPS * KS <= 32); got {cfg}")
     return ""
 
 

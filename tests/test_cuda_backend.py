@@ -447,30 +447,6 @@ def test_gpu_split_k_tiles(m, k, l, ks):
         assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
 
 
-# The mma decode (4): 4 lanes per row, 8 chunks per lane and step; one to four warps, K in 1, 2 or
-# 4 parts, PIPE 0 and 1, register caps that bind and that do not.
-_MMA_TILES = [(4, 1, 8, 1, 4, 1, 2, 0, 8, 1), (4, 1, 8, 2, 4, 1, 2, 0, 10, 1), (4, 1, 8, 4, 4, 1, 1, 1, 2, 1),
-              (4, 1, 8, 1, 4, 1, 2, 0, 5, 1, 4), (4, 1, 8, 2, 4, 1, 2, 0, 4, 1, 2)]
-
-
-@requires_cuda
-@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1), (128, 64, 3)])
-def test_gpu_mma_tiles(m, k, l):
-    """The mma decode on full-range data: right, bit-identical on repeat and with the permuted
-    scales (1088 = 34 chunks: a partial last step; 64 = 2 chunks: most lanes hold no chunk, and
-    a lane sums the groups of other lanes' chunks, so its scale pairs come from chunks it did not
-    load)."""
-    data = _gen(m, k, l, 17, "full-range")
-    expected = _expected(data)
-    for cfg in _MMA_TILES:
-        out = _run(data, cfg).clone()
-        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
-        assert not reasons, f"{cfg}: " + "\n".join(reasons)
-        assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
-        permuted = _run(_cpu_scales(data), cfg)
-        assert torch.equal(out.view(torch.int16), permuted.view(torch.int16)), f"{cfg}: plain != permuted"
-
-
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     """Inputs whose every a byte, b byte and scale is the one given (plain and permuted alike)."""
     data = _gen(m, k, l, 1)
@@ -488,15 +464,14 @@ def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     (0x77, 0x77, 0x7E, 0x7E),  # the largest products and scales: 448^2 * 2^-6 = 3136 in fp16; c overflows to inf
     (0xF7, 0x77, 0x7E, 0x7E),  # (6, -6) . (6, 6): every pair cancels, 0
 ], ids=("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling"))
-@pytest.mark.parametrize("decode", (1, 2, 3, 4), ids=("f16x2", "dp4a-sr", "dp4a-sr2", "mma"))
+@pytest.mark.parametrize("decode", (1, 2, 3), ids=("f16x2", "dp4a-sr", "dp4a-sr2"))
 def test_gpu_worst_case_group_sums_and_scales_are_exact(a_byte, b_byte, sa_code, sb_code, decode):
     """The f16x2 half sums (8 products of 36 = 288) and the fp16 scale products sa * sb * 2^-6 at
     their extremes: every tile's answer is the exact one (inf where the exact one overflows fp16)."""
     for m, k, l in ((128, 1024, 1), (256, 16384, 2)):
         data = _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code)
         expected = _expected(data)
-        tiles = [(32, 2, 1, 1, decode, 1, 2, 0, 1), (8, 1, 4, 2, decode, 1, 2, 0, 16, 1)]
-        for cfg in tiles if decode != 4 else _MMA_TILES[:2]:
+        for cfg in [(32, 2, 1, 1, decode, 1, 2, 0, 1), (8, 1, 4, 2, decode, 1, 2, 0, 16, 1)]:
             out = _run(data, cfg)
             assert torch.equal(out.view(torch.int16), expected.view(torch.int16)), (cfg, out[:2, 0, 0],
                                                                                     expected[:2, 0, 0])
