@@ -409,16 +409,19 @@ def main(argv: list[str] | None = None) -> int:
               f"host/call {host:.1f} us (bare Triton launch {bare_host:.1f})" + (f" WRONG {bad}" if bad else ""),
               flush=True)
     print_table(info, rows)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"info": info, "command": command, "rows": rows, "sweeps": sweeps},
-                                              indent=1, default=str))
-        print(f"wrote JSON: {args.json}", file=sys.stderr)
-    if args.md:
-        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
-        write_md(Path(args.md), info, rows, command)
-        print(f"wrote markdown: {args.md}", file=sys.stderr)
+    write_outputs(args, {"info": info, "command": command, "rows": rows, "sweeps": sweeps},
+                  md_lines(info, rows, command))
     return 0 if all("wrong" not in r for r in rows) else 1
+
+
+def write_outputs(args, record: dict, lines: list) -> None:
+    """--json (the run's record) and --md (its page, ``lines``), folders made as needed."""
+    for path, text, what in ((args.json, lambda: json.dumps(record, indent=1, default=str), "JSON"),
+                             (args.md, lambda: "\n".join(lines), "markdown")):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text())
+            print(f"wrote {what}: {path}", file=sys.stderr)
 
 
 def table_lines(info, rows) -> list[str]:
@@ -447,8 +450,8 @@ def print_table(info, rows):
     print("\n".join(table_lines(info, rows)))
 
 
-def write_md(path: Path, info, rows, command):
-    text = [
+def md_lines(info, rows, command) -> list:
+    return [
         "# Kernel benchmark results", "",
         f"Device: {info['device']} (compute capability {info['capability'][0]}.{info['capability'][1]}, "
         f"{info['sms']} SMs, L2 {info['l2_mb']:.0f} MB). Date: {info['date']}. "
@@ -463,7 +466,6 @@ def write_md(path: Path, info, rows, command):
         "time per call without sync, custom_kernel and a bare Triton launch in 7 alternating rounds of "
         "200 calls, medians.", "",
     ] + table_lines(info, rows) + [""]
-    path.write_text("\n".join(text))
 
 
 # --------------------------------------------------------------------------- SM pressure
@@ -523,20 +525,13 @@ def sms_main(args, argv: list) -> int:
     lines = sms_table(results)
     print("\n" + "\n".join(lines))
     command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"command": command, "points": results}, indent=1, default=str))
-        print(f"wrote JSON: {args.json}", file=sys.stderr)
-    if args.md:
-        info = next((r["info"] for r in results if "info" in r), {})
-        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.md).write_text("\n".join([
-            "# SM-pressure benchmark", "",
-            f"Device: {info.get('device', '?')}, {info.get('sms', '?')} SMs. Date: {info.get('date', '?')}. "
-            f"torch {info.get('torch', '?')}, triton {info.get('triton', '?')}.", "",
-            f"Command (on a CUDA machine, from the repository root): `{command}`", "",
-            SMS_NOTE, ""] + lines + [""]))
-        print(f"wrote markdown: {args.md}", file=sys.stderr)
+    info = next((r["info"] for r in results if "info" in r), {})
+    write_outputs(args, {"command": command, "points": results}, [
+        "# SM-pressure benchmark", "",
+        f"Device: {info.get('device', '?')}, {info.get('sms', '?')} SMs. Date: {info.get('date', '?')}. "
+        f"torch {info.get('torch', '?')}, triton {info.get('triton', '?')}.", "",
+        f"Command (on a CUDA machine, from the repository root): `{command}`", "",
+        SMS_NOTE, ""] + lines + [""])
     return 0 if all(not r.get("error") and r.get("rc", 0) == 0 for r in results) else 1
 
 
