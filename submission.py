@@ -430,7 +430,8 @@ __device__ __forceinline__ u32 dot_group_f16(const Q& a, const BF16& b, int g) {
 // instead of per-byte selection: with a selector nibble's bit 3 set (a negative value) prmt
 // writes 0 for the non-negative table bytes. prmt(T, v) then holds 2|a| of a's non-negative
 // values, prmt(T, v ^ 0x8888) of its negative ones; dp4a with +2b and with -2b (prepared once
-// per chunk) sums both. 11 instructions per 8 values of a, 7 of them on the integer pipe.
+// per chunk) sums both. 11 instructions per 8 values of a, 6 of them (4 prmt, 2 xor) on the
+// integer pipe; the shift runs on the multiply-add pipe (shr_hi below).
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
   u32 d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
@@ -698,14 +699,19 @@ __device__ __forceinline__ void gemv_body(
       if (PLAIN) sp[i] += 2 * STEP;
     }
   };
-  // b chunk ch (zeros past the end) prepared, with its scale pair
-  auto prep_b = [&](const unsigned char* bstep, int ch, B& bc, u32& sb) {
-    Q bq = Q{{0u, 0u, 0u, 0u}};
-    u32 sbv = 0u;
+  // b chunk ch and its scale pair as loaded (zeros past the end), and prepared
+  auto load_b = [&](const unsigned char* bstep, int ch, Q& bq, u32& sbv) {
+    bq = Q{{0u, 0u, 0u, 0u}};
+    sbv = 0u;
     if (FULL || ch < chunks) {
       bq = ld_b(bstep + 16 * (i64)ch);
       sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
     }
+  };
+  auto prep_b = [&](const unsigned char* bstep, int ch, B& bc, u32& sb) {
+    Q bq;
+    u32 sbv;
+    load_b(bstep, ch, bq, sbv);
     bc = D::prep(bq, T);
     sb = prep_sb(sbv);
   };
@@ -725,12 +731,9 @@ __device__ __forceinline__ void gemv_body(
     for (int u = 0; u < U; ++u) {
       const int ch = c0 + t * V + off(u);
       if (PROBE) {  // timing probe: the same loads, next to no arithmetic (wrong results)
-        Q bq = Q{{0u, 0u, 0u, 0u}};
-        u32 sbv = 0u;
-        if (FULL || ch < chunks) {
-          bq = ld_b(bstep + 16 * (i64)ch);
-          sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
-        }
+        Q bq;
+        u32 sbv;
+        load_b(bstep, ch, bq, sbv);
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
           acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
