@@ -29,8 +29,9 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   finished. Work left on another queue or thread, which the leaderboard's events would not
   time, fails.
 
-Once per file: the server's static rules (``eval.static_problems``: size, UTF-8, the forbidden
-word, the header lines).
+Once per file: the server's static rules (``eval.static_problems``: empty, size, UTF-8, the
+forbidden word; FAIL) and popcorn-cli's ``#!POPCORN`` header lines (``eval.header_warnings``;
+INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``).
 """
 
 from __future__ import annotations
@@ -286,11 +287,16 @@ def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
     return out
 
 
-def static_check(path: Path) -> Check:
+def static_checks(path: Path) -> list[Check]:
+    """The server's upload rules (FAIL when broken) and popcorn-cli's header lines (INFO when
+    missing: the server never reads them)."""
     problems = ev.static_problems(path)
-    if problems:
-        return Check("FAIL", "static rules", "; ".join(problems))
-    return Check("PASS", "static rules", "headers, size, UTF-8 and the forbidden word as the server checks them")
+    out = [Check("FAIL", "static rules", "; ".join(problems)) if problems else
+           Check("PASS", "static rules", "size, UTF-8 and the forbidden word as the server checks them")]
+    warnings = ev.header_warnings(path)
+    out.append(Check("INFO", "header lines", "; ".join(warnings)) if warnings else
+               Check("PASS", "header lines", "both #!POPCORN lines on top (popcorn-cli reads them)"))
+    return out
 
 
 def audit(path: Path | str, shapes=None, report=None) -> list[Check]:
@@ -305,7 +311,8 @@ def audit(path: Path | str, shapes=None, report=None) -> list[Check]:
         done.append(check)
         report(check)
 
-    add(static_check(path))
+    for check in static_checks(path):
+        add(check)
     try:
         module = load_submission(path)
         kernel = module.custom_kernel

@@ -18,9 +18,10 @@ the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them
   names no open file descriptor stops the run with one line on stderr and exit 1 (the
   server's traceback exits 1 too). Exit 0 when everything passed, 112 when not.
 * Before any case runs, ``submission.py`` (beside this file, else in the working directory)
-  is checked against the server's upload rules (``static_problems``: size, UTF-8, the
-  forbidden word, the ``#!POPCORN`` header lines); a file that breaks one gets one line on
-  stderr per rule, ``check: fail`` and exit 112, as the server refuses such an upload.
+  is checked against the server's upload rules (``static_problems``: empty, size, UTF-8, the
+  forbidden word); a file that breaks one gets one line on stderr per rule, ``check: fail``
+  and exit 112, as the server refuses such an upload. The ``#!POPCORN`` header lines are not
+  checked here: the server never reads them (popcorn-cli does; human mode and the audit warn).
 * ``POPCORN_SEED`` (removed from the environment once read) mixes into every case seed as
   ``a + (a+b)(a+b+1)//2`` (a: case seed, b: secret seed); ``set_seed(seed or 42)``.
 * Every case runs in one long-lived ``spawn`` worker process; the submission receives
@@ -64,8 +65,8 @@ in µs, the official B200 speed of light and the share of it reached) with the g
 of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
-rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112)
-and its arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can
+rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
+a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings``) and its arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can
 write), the shapes (``--shapes``: a named set of shapes.json or a file, every case valid for
 the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here; any of
@@ -149,16 +150,20 @@ _CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
 # =========================================================================== static rules
 # What the server checks of the uploaded file before anything runs (gpu-mode/kernelbot,
 # src/kernelbot/api/api_utils.py at 01a0072acaa33c85e532f89ef80479a765fcb756, to_submit_info:
-# empty file, more than 1_000_000 bytes, not UTF-8, the forbidden word below in any case), and
-# the header lines popcorn-cli reads to pick the leaderboard and the GPU.
+# empty file, more than 1_000_000 bytes, not UTF-8, the forbidden word below in any case). The
+# header lines are popcorn-cli's, not the server's: its `submit` takes the leaderboard and the GPU
+# from `--leaderboard` / `--gpu` as well, and the server's eval.py never reads them (kernelbot
+# src/libkernelbot/submission.py at 4bdd839ad76eaac0cdab986d30f8d77f989a289b,
+# handle_popcorn_directives: the command's values, else the directives, else an error). So a
+# missing header is a warning (human mode, audit), never a verdict.
 MAX_SUBMISSION_BYTES = 1_000_000
 FORBIDDEN_WORD = "str" + "eam"  # spelled in two parts so that this file could itself be uploaded
 REQUIRED_HEADERS = ("#!POPCORN leaderboard nvfp4_gemv", "#!POPCORN gpu NVIDIA")
 
 
 def static_problems(path: Path | str) -> list[str]:
-    """One line per server rule the submission file breaks (empty list: none): size, encoding,
-    the forbidden word (with the line it first appears on), the two header lines."""
+    """One line per upload rule of the server's that the submission file breaks (empty list:
+    none): empty, size, encoding, the forbidden word (with the line it first appears on)."""
     raw = Path(path).read_bytes()
     if not raw:
         return ["the file is empty (the server rejects an empty upload)"]
@@ -169,18 +174,25 @@ def static_problems(path: Path | str) -> list[str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return out + [f"the file is not UTF-8 ({exc}); the server rejects it"]
-    lines = text.splitlines()
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if FORBIDDEN_WORD in line.lower():
             out.append(f"line {number} contains the word {FORBIDDEN_WORD!r} (any case, comments included): "
                        "the server rejects the whole file")
             break
-    head = [ln.strip() for ln in lines[:10]]
-    for header in REQUIRED_HEADERS:
-        if header not in head:
-            out.append(f"missing header line {header!r} near the top (popcorn-cli reads it to pick the "
-                       "leaderboard and GPU)")
     return out
+
+
+def header_warnings(path: Path | str) -> list[str]:
+    """One line per ``#!POPCORN`` header line missing near the top of a readable file: what
+    popcorn-cli would then need on its command line (``--leaderboard nvfp4_gemv``, ``--gpu``)
+    or ask for. Not a server rule: nothing fails on it."""
+    try:
+        head = [ln.strip() for ln in Path(path).read_bytes().decode("utf-8").splitlines()[:10]]
+    except (OSError, UnicodeDecodeError):  # static_problems reports an unreadable file
+        return []
+    return [f"no header line {header!r} near the top: popcorn-cli then needs "
+            f"--{header.split()[1]} {header.split()[2]} on its command line (or asks); the server itself "
+            "does not read it" for header in REQUIRED_HEADERS if header not in head]
 
 
 # =========================================================================== test files
@@ -1195,6 +1207,8 @@ def _human(args) -> int:
         for problem in problems:
             print(f"error: {submission}: {problem}", file=sys.stderr)
         return EXIT_FAIL
+    for warning in header_warnings(submission):
+        print(f"warning: {submission}: {warning}", file=sys.stderr)
     try:
         distribution = _distribution_from(args.distribution)
         modes = ["test", "benchmark", "leaderboard"] if args.mode == "all" else [args.mode]

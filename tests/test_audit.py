@@ -88,22 +88,34 @@ def test_gpu_kit_submission_passes_on_its_gpu_shapes():
     assert len(statuses["first call"]) == len(audit.GPU_SHAPES)
 
 
-def test_forbidden_word_and_missing_headers_fail_static_rules(tmp_path):
+def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path):
+    """The forbidden word is the server's rule (FAIL); the #!POPCORN lines are popcorn-cli's,
+    which the server never reads (INFO naming the missing line)."""
     word = "str" + "eam"
     bad = tmp_path / "submission.py"
     bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2] + f"# {word.upper()}\n")
     statuses = _statuses(bad)
     assert _failed(statuses) == {"static rules"}
-    reason = audit.static_check(bad).reason
-    assert word in reason and "#!POPCORN leaderboard nvfp4_gemv" in reason
+    rules, headers = audit.static_checks(bad)
+    assert rules.status == "FAIL" and word in rules.reason and "POPCORN" not in rules.reason
+    assert headers.status == "INFO" and "#!POPCORN leaderboard nvfp4_gemv" in headers.reason
+
+
+def test_a_file_without_headers_passes_the_static_rules(tmp_path):
+    path = tmp_path / "submission.py"
+    path.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2])
+    rules, headers = audit.static_checks(path)
+    assert (rules.status, headers.status) == ("PASS", "INFO")
+    assert "--leaderboard nvfp4_gemv" in headers.reason and "--gpu NVIDIA" in headers.reason
 
 
 def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
     bad = tmp_path / "submission.py"
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\nraise ImportError('nope')\n")
     checks = audit.audit(bad)
-    assert [(c.status, c.name) for c in checks] == [("PASS", "static rules"), ("FAIL", "import")]
-    assert "ImportError: nope" in checks[1].reason and "\n" not in checks[1].reason
+    assert [(c.status, c.name) for c in checks] == [("PASS", "static rules"), ("PASS", "header lines"),
+                                                    ("FAIL", "import")]
+    assert "ImportError: nope" in checks[2].reason and "\n" not in checks[2].reason
 
 
 def test_the_audit_leaves_the_module_name_submission_alone():

@@ -279,18 +279,30 @@ def test_worker_environment(runs):
 
 
 def test_protocol_mode_refuses_what_the_server_refuses(tmp_path):
-    """A submission.py with the forbidden word (in a comment) and no header lines: one stderr
-    line per broken rule naming the file, ``check: fail``, exit 112, no case run."""
+    """A submission.py with the forbidden word (in a comment): one stderr line naming the file,
+    ``check: fail``, exit 112, no case run."""
     bad = tmp_path / "bad.py"
-    bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2]
+    bad.write_text((FIXTURES / "good_submission.py").read_text()
                    + f"# one {ev.FORBIDDEN_WORD.capitalize()} per call\n")
     workdir = server_layout(tmp_path / "server", bad)
     run = ev.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 112, describe(run)
     assert run.lines == {"check": "fail"}, describe(run)
     lines = run.stderr.splitlines()
-    assert len(lines) == 3 and all(line.startswith(f"{workdir / 'submission.py'}: ") for line in lines), run.stderr
-    assert "contains the word" in lines[0] and "missing header line" in lines[1] + lines[2]
+    assert len(lines) == 1 and lines[0].startswith(f"{workdir / 'submission.py'}: "), run.stderr
+    assert "contains the word" in lines[0]
+
+
+def test_protocol_mode_runs_a_file_without_header_lines(tmp_path):
+    """The server's eval.py never reads the #!POPCORN lines (popcorn-cli takes --leaderboard and
+    --gpu instead): protocol mode gives the server's verdict, a pass, and says nothing of them."""
+    plain = tmp_path / "plain.py"
+    plain.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2])
+    assert "#!POPCORN" not in plain.read_text()
+    workdir = server_layout(tmp_path / "server", plain)
+    run = ev.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0, describe(run)
+    assert run.lines["check"] == "pass" and "POPCORN" not in run.stderr, describe(run)
 
 
 # --------------------------------------------------------------------------- human mode

@@ -28,23 +28,36 @@ def _static(tmp_path, content) -> list[str]:
     (HEADERS + f"x = 1  # {WORD.upper()}\n" + BODY, ["line 3 contains the word"]),
     (HEADERS + f"{WORD[0].upper()}{WORD[1:3]}{WORD[3:].upper()}s = None\n" + BODY, ["line 3 contains the word"]),
     (f'"""A doc{WORD}ing string."""\n' + HEADERS + BODY, ["line 1 contains the word"]),
-    ("#!POPCORN gpu NVIDIA\n" + BODY, ["missing header line '#!POPCORN leaderboard nvfp4_gemv'"]),
-    ("#!POPCORN leaderboard nvfp4_gemv\n" + BODY, ["missing header line '#!POPCORN gpu NVIDIA'"]),
-    (BODY + f"# {WORD}\n", ["line 3 contains the word", "missing header line '#!POPCORN leaderboard",
-                             "missing header line '#!POPCORN gpu"]),
+    (BODY + f"# {WORD}\n", ["line 3 contains the word"]),
     (HEADERS + BODY + "#" * (ev.MAX_SUBMISSION_BYTES + 1) + "\n",
      ["bytes; the server rejects files over 1,000,000 bytes"]),
     ("", ["the file is empty"]),
     (HEADERS.encode() + b"# caf\xe9\n" + BODY.encode(), ["the file is not UTF-8"]),
-], ids=["word in a comment", "upper case", "mixed case", "word inside a word", "no leaderboard header",
-        "no gpu header", "three problems", "over 1 MB", "empty", "not UTF-8"])
+], ids=["word in a comment", "upper case", "mixed case", "word inside a word", "no headers, the word",
+        "over 1 MB", "empty", "not UTF-8"])
 def test_static_problems_one_line_per_broken_rule(tmp_path, content, expected):
     """The server's upload rules (gpu-mode/kernelbot api_utils.py at 01a0072): one line per
-    rule broken, each naming it."""
+    rule broken, each naming it; the header lines are none of them."""
     problems = _static(tmp_path, content)
     assert len(problems) == len(expected), problems
     for problem, words in zip(problems, expected, strict=True):
         assert words in problem and "\n" not in problem
+
+
+@pytest.mark.parametrize("content, missing", [
+    (HEADERS + BODY, []),
+    ("#!POPCORN gpu NVIDIA\n" + BODY, ["--leaderboard nvfp4_gemv"]),
+    ("#!POPCORN leaderboard nvfp4_gemv\n" + BODY, ["--gpu NVIDIA"]),
+    (BODY, ["--leaderboard nvfp4_gemv", "--gpu NVIDIA"]),
+], ids=["both", "no leaderboard header", "no gpu header", "none"])
+def test_header_warnings_name_the_command_line_option_instead(tmp_path, content, missing):
+    """popcorn-cli's header lines: missing ones are warnings (the server never reads them), each
+    naming the popcorn-cli option that replaces it; never a static problem."""
+    assert _static(tmp_path, content) == []
+    warnings = ev.header_warnings(tmp_path / "submission.py")
+    assert len(warnings) == len(missing)
+    for warning, option in zip(warnings, missing, strict=True):
+        assert option in warning and "\n" not in warning
 
 
 def test_static_problems_accept_a_good_file_at_the_size_limit(tmp_path):
@@ -65,13 +78,13 @@ def test_the_kit_and_its_fixture_submissions_pass_the_upload_rules():
 def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
     """Before any case: one ``error:`` line per broken rule, naming the file; exit 112."""
     path = tmp_path / "mine.py"
-    path.write_text(BODY + f"# a {WORD.title()} of launches\n")
+    path.write_text(BODY + "x = 1\n" * ev.MAX_SUBMISSION_BYTES + f"# a {WORD.title()} of launches\n")
     assert ev.human_main(["--submission", str(path)]) == ev.EXIT_FAIL == 112
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
-    assert captured.out == "" and len(lines) == 3, captured.err
+    assert captured.out == "" and len(lines) == 2, captured.err
     assert all(line.startswith(f"error: {path}: ") for line in lines)
-    assert "line 3 contains the word" in lines[0] and "missing header line" in lines[1]
+    assert "bytes; the server rejects" in lines[0] and "contains the word" in lines[1]
 
 
 # --------------------------------------------------------------------------- parser
