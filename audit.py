@@ -337,8 +337,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("submission", nargs="?", default="submission.py", help="the file (default: %(default)s)")
     args = p.parse_args(argv)
     path = Path(args.submission)
-    if not path.is_file():
-        print(f"error: submission file {path} not found", file=sys.stderr)
+    problem = ev.submission_problem(path)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return ev.EXIT_USAGE
     import torch
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"

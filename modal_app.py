@@ -12,7 +12,8 @@ MODE FILE`` there with ``POPCORN_FD`` the write end of an ``os.pipe()`` -- test,
 benchmark, then leaderboard, each only if the previous one passed -- on the official shapes
 of shapes.json. Harness ``kit``: this repository's files (plus nvfp4.py and quant.py, which its
 reference.py and eval.py import). Harness ``server``: the literal files
-of gpu-mode/reference-kernels at ``SERVER_COMMIT`` (``SERVER_SOURCES``), fetched by git when
+of gpu-mode/reference-kernels at the commit of ``--harness-date`` (``SERVER_COMMITS``,
+``SERVER_SOURCES``), fetched by git when
 the Modal image is built (never stored in this repository); the build records the full commit
 hash it resolved, and every result carries it. The function returns the parsed ``key: value``
 lines; the local side prints the same tables for every harness (eval.py's formatter) and
@@ -94,19 +95,26 @@ LAYOUT_FILES = (*SERVER_FILES, *kit_eval.KIT_SUPPORT_FILES)  # ... and what the 
 KIT_FILES = (*LAYOUT_FILES, "shapes.json")
 MODES = ("test", "benchmark", "leaderboard", "all")
 HARNESSES = ("kit", "server", "both")
-# The server's harness: gpu-mode/reference-kernels at the repository head the kit's inputs were
-# compared with, bit for bit on an H100 (short hash: no full hash of it could be read; the image
-# build resolves it with git -- an ambiguous or unknown prefix fails the build -- and records the
-# full hash in SERVER_DIR/REVISION, which every server result carries).
+# The server's harness: gpu-mode/reference-kernels at the commit of each harness date
+# (eval.HARNESS_DATES; they differ for this problem only in leaderboard mode's repeats):
+# "2025-11-11", the files the nvfp4_gemv leaderboard ran on until its deadline (2025-11-29);
+# "2026-01-13", the head the kit mirrors (its inputs compared bit for bit on an H100). The image
+# build checks out each commit (an unknown one fails the build) and records the full hash in the
+# folder's REVISION file, which every server result carries.
 SERVER_REPO_URL = "https://github.com/gpu-mode/reference-kernels"
-SERVER_COMMIT = "f83cb92"
+SERVER_COMMITS = {
+    "2025-11-11": "baaabf45731387fae769db4f726d3c3f7051c561",  # "Feat: add cutedsl template"
+    "2026-01-13": "f83cb92a534cc67fa98d7e9813e7f8238abdb4e0",  # the head (aaf640d's loops)
+}
+SERVER_COMMIT = SERVER_COMMITS[kit_eval.HARNESS_DATE]
 SERVER_SOURCES = {  # file in the run folder -> path in the repository
     "eval.py": "problems/nvidia/eval.py",
     "utils.py": "problems/nvidia/utils.py",
     "reference.py": "problems/nvidia/nvfp4_gemv/reference.py",
     "task.py": "problems/nvidia/nvfp4_gemv/task.py",
 }
-SERVER_DIR = "/root/server"
+SERVER_DIRS = {date: f"/root/server-{date}" for date in SERVER_COMMITS}
+SERVER_DIR = SERVER_DIRS[kit_eval.HARNESS_DATE]
 PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
 FUNCTION_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": TIMEOUT_S}
@@ -159,7 +167,8 @@ base_image = (
     .apt_install("git")
     .pip_install(*TORCH_PACKAGES, index_url=TORCH_INDEX_URL)
     .pip_install(*PYPI_PACKAGES)
-    .run_commands(*server_fetch_commands())
+    .run_commands(*[c for date, commit in SERVER_COMMITS.items()
+                    for c in server_fetch_commands(commit, SERVER_DIRS[date])])
 )
 image = base_image
 for _name in KIT_FILES:
@@ -223,9 +232,12 @@ def gpu_name() -> str:
 
 def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
              test_shapes: list[dict] | None = None, benchmark_shapes: list[dict] | None = None,
-             kit_dir: str | Path = HERE, harness: str = "kit", server_dir: str | Path = SERVER_DIR) -> dict:
+             kit_dir: str | Path = HERE, harness: str = "kit", server_dir: str | Path | None = None,
+             harness_date: str = kit_eval.HARNESS_DATE) -> dict:
     """Run one harness's eval.py in protocol mode on ``submission_source``, mode after mode, and
-    return ``{"device", "harness", "revision", "passed", "modes": {mode: [run, ...]}}`` where
+    return ``{"device", "harness", "harness_date", "revision", "passed", "modes": {mode: [run,
+    ...]}}`` (``harness_date``: the kit's leaderboard repeats, or the server's files of that
+    date unless ``server_dir`` names a folder) where
     each run holds the exit status, the parsed lines, the summary and the tail of stderr. A
     mode passes when eval.py exits 0, logs ``check: pass`` and every case passed (the server's
     leaderboard mode exits 0 after a failure)."""
@@ -236,9 +248,11 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
     cases = {"test": test_shapes or shapes["tests"], "timed": benchmark_shapes or shapes["benchmarks"]}
     sol = kit_eval.sol_lookup(shapes)
     # The kit's eval.py also logs the median; the server's runs in the environment as it is.
-    env = {"POPCORN_SEED": None, kit_eval.ENV_LOG_MEDIAN: "1" if harness == "kit" else None}
-    result = {"device": gpu_name(), "harness": harness, "revision": harness_revision(harness, server_dir),
-              "passed": True, "modes": {}}
+    env = {"POPCORN_SEED": None, kit_eval.ENV_LOG_MEDIAN: "1" if harness == "kit" else None,
+           kit_eval.ENV_HARNESS_DATE: harness_date if harness == "kit" else None}
+    server_dir = server_dir or SERVER_DIRS[harness_date]
+    result = {"device": gpu_name(), "harness": harness, "harness_date": harness_date,
+              "revision": harness_revision(harness, server_dir), "passed": True, "modes": {}}
     with tempfile.TemporaryDirectory(prefix="nvfp4_eval_") as tmp:
         work = Path(tmp)
         for name, src in harness_sources(harness, kit_dir, server_dir).items():
@@ -265,10 +279,10 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
 @app.function(image=image, **FUNCTION_OPTIONS)
 def run_remote(submission_source: str, mode: str = "all", runs: int = 1,
                test_shapes: list[dict] | None = None, benchmark_shapes: list[dict] | None = None,
-               harnesses: list[str] | None = None) -> list[dict]:
+               harnesses: list[str] | None = None, harness_date: str = kit_eval.HARNESS_DATE) -> list[dict]:
     """``evaluate`` once per harness (default: the kit's), in turn, on the same GPU."""
-    return [evaluate(submission_source, mode, runs, test_shapes, benchmark_shapes, harness=h)
-            for h in harnesses or ["kit"]]
+    return [evaluate(submission_source, mode, runs, test_shapes, benchmark_shapes, harness=h,
+                     harness_date=harness_date) for h in harnesses or ["kit"]]
 
 
 # ----------------------------------------------------------------------------- the jobs, GPU side
@@ -611,8 +625,13 @@ OPTION_HELP = {
     "mode": ("|".join(MODES), "eval: test, benchmark or leaderboard; all = the three in turn, each only if "
              "the previous passed (default all)"),
     "harness": ("|".join(HARNESSES), "eval: kit = this repository's eval.py, task.py, utils.py, reference.py; "
-                f"server = those of {SERVER_REPO_URL.split('github.com/')[-1]} at {SERVER_COMMIT} (fetched when "
-                "the image is built); both = kit, then server, in one container on the same GPU (default kit)"),
+                f"server = those of {SERVER_REPO_URL.split('github.com/')[-1]} at the --harness-date's commit "
+                "(fetched when the image is built); both = kit, then server, in one container on the same GPU "
+                "(default kit)"),
+    "harness_date": ("|".join(kit_eval.HARNESS_DATES), "eval: the server's leaderboard loop of that date, for both "
+                     "harnesses: 2025-11-11 = the nvfp4_gemv leaderboard's own (200 repeats per case, "
+                     f"{SERVER_COMMITS['2025-11-11'][:7]}; use it to compare with the public results), 2026-01-13 = "
+                     f"the head ({SERVER_COMMITS['2026-01-13'][:7]}, 1000 repeats; default)"),
     "runs": ("N", "eval: how often each timed mode runs, at least 1 (default 1): every run's table, then the "
              "average of the per-run geometric means"),
     "gpu": ("NAME", f"the Modal GPU type (default {DEFAULT_GPU}; e.g. H100; one of {', '.join(MODAL_GPUS)}, "
@@ -726,9 +745,10 @@ def gpu_problem(gpu: str) -> str | None:
 
 
 def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval", gpu: str = DEFAULT_GPU,
-               bench_args: str = "", sweep_args: str = "") -> str | None:
+               bench_args: str = "", sweep_args: str = "", harness_date: str = kit_eval.HARNESS_DATE) -> str | None:
     """The first argument error (a message), or None. ``runs`` may be the raw text."""
-    for flag, value, choices in (("--job", job, JOBS), ("--mode", mode, MODES), ("--harness", harness, HARNESSES)):
+    for flag, value, choices in (("--job", job, JOBS), ("--mode", mode, MODES), ("--harness", harness, HARNESSES),
+                                 ("--harness-date", harness_date, kit_eval.HARNESS_DATES)):
         if value not in choices:
             return f"error: {flag} must be one of {', '.join(choices)}, got {value!r}"
     try:
@@ -742,8 +762,9 @@ def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval"
         problem = problem or (bench_args_problem(flag, text) if text.strip() else None)
     if problem:
         return problem
-    if job == "eval" and not Path(submission).is_file():
-        return f"error: submission file {submission} not found"
+    if job == "eval":
+        problem = kit_eval.submission_problem(Path(submission))
+        return f"error: {problem}" if problem else None
     return None
 
 
@@ -761,11 +782,11 @@ def _fail(message: str, code: int = 2):
 
 @app.local_entrypoint()
 def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: Literal[MODES] = "all",
-         harness: Literal[HARNESSES] = "kit", runs: int = 1, gpu: str = DEFAULT_GPU, out: str = "",
-         bench_args: str = "", sweep_args: str = ""):
+         harness: Literal[HARNESSES] = "kit", harness_date: str = kit_eval.HARNESS_DATE, runs: int = 1,
+         gpu: str = DEFAULT_GPU, out: str = "", bench_args: str = "", sweep_args: str = ""):
     """The local side: check the arguments, run the harnesses (or the job's steps) remotely,
     print and save."""
-    problem = check_args(submission, mode, harness, runs, job, gpu, bench_args, sweep_args)
+    problem = check_args(submission, mode, harness, runs, job, gpu, bench_args, sweep_args, harness_date)
     if problem:
         _fail(problem)
     if job != "eval":
@@ -778,9 +799,10 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
         print(warning, file=sys.stderr)
     path = Path(submission)
     fn = run_remote if gpu == DEFAULT_GPU else run_remote.with_options(gpu=gpu)
-    print(f"running {path} on Modal ({gpu}), harness {harness}, mode {mode}, runs {runs} ...", file=sys.stderr)
+    print(f"running {path} on Modal ({gpu}), harness {harness} of {harness_date}, mode {mode}, runs {runs} ...",
+          file=sys.stderr)
     try:
-        results = fn.remote(path.read_text(), mode, runs, None, None, harness_plan(harness))
+        results = fn.remote(path.read_text(), mode, runs, None, None, harness_plan(harness), harness_date)
     except modal.exception.AuthError:
         _fail(NO_TOKEN)
     except Exception as exc:  # the container failed: image build, timeout, GPU unavailable...
@@ -791,7 +813,7 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
         print("\n" + comparison(results))
     print("PASS" if passed else "FAIL")
     record = {"gpu_requested": gpu, "submission": str(path), "mode": mode, "runs": runs, "harness": harness,
-              "passed": passed, "results": results}
+              "harness_date": harness_date, "passed": passed, "results": results}
     dest = Path(out) if out else default_out(gpu)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(record, indent=2) + "\n")
@@ -863,7 +885,7 @@ def preflight(argv: list[str]) -> tuple[int, str] | None:
                    + ", ".join("--" + n.replace("_", "-") for n in defaults) + "; modal run modal_app.py --help)")
     args = {name: _flag(argv, "--" + name.replace("_", "-"), str(defaults[name])) for name in defaults}
     problem = check_args(args["submission"], args["mode"], args["harness"], args["runs"], args["job"], args["gpu"],
-                         args["bench_args"], args["sweep_args"])
+                         args["bench_args"], args["sweep_args"], args["harness_date"])
     if problem:
         return 2, problem
     if not _has_token() and _flag(argv, "--profile", "") == "":  # another profile: modal checks

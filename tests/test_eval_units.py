@@ -242,6 +242,11 @@ def test_stopping_rule():
 def test_loop_constants_match_the_server():
     assert ev.BENCH_WARMUP == (200, 1e8) and ev.BENCH_CASE == (200, 10e9)
     assert ev.LEADERBOARD_WARMUP == (1000, 5e8) and ev.LEADERBOARD_CASE == (1000, 30e9)
+    # gpu-mode/reference-kernels problems/nvidia/eval.py at baaabf4 (the leaderboard's own run) and
+    # at aaf640d..f83cb92: warm-up of tests[0], then per case (repeats, ns budget)
+    assert ev.LEADERBOARD_REPEATS == {"2025-11-11": ((200, 1e7), (200, 30e9)),
+                                      "2026-01-13": ((1000, 5e8), (1000, 30e9))}
+    assert ev.HARNESS_DATE == "2026-01-13"
     assert (ev.MIN_WALL_NS, ev.MAX_WALL_NS, ev.REL_ERR_TARGET, ev.RECHECK_SEED_STEP) == (1e8, 120e9, 1e-3, 13)
 
 
@@ -469,3 +474,35 @@ def test_table_names_the_backend():
     res = [ev.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1}, True)]
     table = ev.format_table(ev.summarize("test", res), "cpu (no CUDA)", "torch")
     assert table.splitlines()[0] == "test: cpu (no CUDA), backend torch"
+
+
+class _RecordingWorker:
+    """Stands in for eval.Worker: records each call's case and (repeats, budget), returns 3 durations."""
+
+    def __init__(self):
+        self.calls = []
+
+    def call(self, fn, args, recheck, repeats, budget):
+        self.calls.append((args["m"], recheck, repeats, budget))
+        return [1000.0, 1000.0, 1000.0]
+
+
+@pytest.mark.parametrize("date", sorted(ev.LEADERBOARD_REPEATS))
+@pytest.mark.parametrize("leaderboard", [False, True], ids=["benchmark", "leaderboard"])
+def test_timed_modes_warm_up_on_the_first_case_only_with_the_dated_repeats(date, leaderboard):
+    """As the server's eval.py (every revision of problems/nvidia/eval.py): one warm-up call of
+    run_single_benchmark on tests[0], then each case, rechecked only in leaderboard mode; the
+    repeats and budgets of the harness date picked."""
+    tests = [ev.TestCase({"m": m, "k": 256, "l": 1, "seed": 1}, f"m: {m}") for m in (128, 256, 384)]
+    worker = _RecordingWorker()
+    lines = []
+    results = ev.run_timed_mode(lambda k, v: lines.append(k), worker, tests, leaderboard, harness_date=date)
+    warm, per_case = ev.LEADERBOARD_REPEATS[date] if leaderboard else (ev.BENCH_WARMUP, ev.BENCH_CASE)
+    assert worker.calls == [(128, False, *warm)] + [(m, leaderboard, *per_case) for m in (128, 256, 384)]
+    assert all(r.ok for r in results) and lines[-1] == "check"
+
+
+def test_an_unknown_harness_date_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match="unknown harness date '2025-12'; choose from 2025-11-11, 2026-01-13"):
+        ev._harness_date_from("2025-12")
+    assert ev._harness_date_from(None) == ev.HARNESS_DATE

@@ -89,6 +89,8 @@ ARG_ERRORS = [
     (["--harness", "nope"], "--harness must be one of kit, server, both, got 'nope'"),
     (["--mode", "test", "--mode", "bogus"], "got 'bogus'"),  # the last one given counts, as in click
     (["--submission", "missing.py"], "missing.py not found"),
+    (["--submission", "tests"], "tests is a folder, not a submission file"),
+    (["--harness-date", "2025-12"], "--harness-date must be one of 2025-11-11, 2026-01-13, got '2025-12'"),
 ]
 
 
@@ -138,6 +140,31 @@ def test_function_body_passes_a_correct_submission_locally():
     (entry,) = result["modes"]["test"]
     assert entry["returncode"] == 0 and entry["lines"]["check"] == "pass"
     assert [c["status"] for c in entry["summary"]["cases"]] == ["pass", "pass"]
+
+
+def test_the_kit_harness_runs_the_leaderboard_loop_of_the_harness_date(monkeypatch, tmp_path):
+    """--harness-date reaches the kit's eval.py as NVFP4_EVAL_HARNESS_DATE (and picks the server's
+    folder of that date for the server harness)."""
+    seen = []
+    folders = {date: tmp_path / date for date in kit_eval.HARNESS_DATES}
+    for date, folder in folders.items():
+        folder.mkdir()
+        for name in modal_app.SERVER_FILES:
+            (folder / name).write_text(f"# {date}\n")
+        (folder / "REVISION").write_text(modal_app.SERVER_COMMITS[date] + "\n")
+    monkeypatch.setattr(modal_app, "SERVER_DIRS", folders)
+
+    def fake_run_protocol(work, mode, test_file, timeout, env):
+        seen.append(env)
+        return kit_eval.ProtocolRun(0, {"test-count": "0", "check": "pass"}, "", "")
+
+    monkeypatch.setattr(kit_eval, "run_protocol", fake_run_protocol)
+    result = modal_app.evaluate(source("good_submission"), "test", 1, TINY, TINY, harness_date="2025-11-11")
+    assert result["harness_date"] == "2025-11-11" and seen[0][kit_eval.ENV_HARNESS_DATE] == "2025-11-11"
+    result = modal_app.evaluate(source("good_submission"), "test", 1, TINY, TINY, harness="server",
+                                harness_date="2025-11-11")
+    assert seen[1][kit_eval.ENV_HARNESS_DATE] is None
+    assert result["revision"] == modal_app.SERVER_COMMITS["2025-11-11"]
 
 
 def test_function_body_runs_all_modes_locally():
@@ -235,7 +262,7 @@ def test_entrypoint_prints_tables_and_writes_json(tmp_path, monkeypatch, capsys)
     with pytest.raises(SystemExit) as exc:
         entry(submission=str(FIXTURES / "good_submission.py"), mode="test", gpu="H100", out=str(out))
     assert exc.value.code == 1
-    assert fake.gpu == "H100" and fake.calls[0][1:] == ("test", 1, None, None, ["kit"])
+    assert fake.gpu == "H100" and fake.calls[0][1:] == ("test", 1, None, None, ["kit"], "2026-01-13")
     printed = capsys.readouterr().out
     assert "eval.py exited 1; remote stderr (tail):" in printed and "ImportError" in printed
     saved = json.loads(out.read_text())
@@ -265,8 +292,9 @@ def test_entrypoint_both_harnesses_side_by_side(tmp_path, monkeypatch, capsys):
     fake = FakeRemote([result("kit", "this repository", 10e3, True), result("server", full, 11e3, True)])
     monkeypatch.setattr(modal_app, "run_remote", fake)
     entry(submission=str(FIXTURES / "good_submission.py"), mode="benchmark", harness="both",
-          out=str(tmp_path / "r.json"))
-    assert fake.calls[0][-1] == ["kit", "server"]
+          out=str(tmp_path / "r.json"), harness_date="2025-11-11")
+    assert fake.calls[0][-2:] == (["kit", "server"], "2025-11-11")
+    assert json.loads((tmp_path / "r.json").read_text())["harness_date"] == "2025-11-11"
     printed = capsys.readouterr().out
     assert "=== harness: kit (this repository's eval.py" in printed
     assert f"=== harness: server (the server's files, gpu-mode/reference-kernels at {full})" in printed
@@ -294,7 +322,10 @@ def git(*args, cwd):
 
 def test_server_files_and_commit_pinned():
     assert modal_app.SERVER_REPO_URL == "https://github.com/gpu-mode/reference-kernels"
-    assert re.fullmatch(r"[0-9a-f]{7,40}", modal_app.SERVER_COMMIT)
+    assert set(modal_app.SERVER_COMMITS) == set(kit_eval.HARNESS_DATES) == set(modal_app.SERVER_DIRS)
+    assert all(re.fullmatch(r"[0-9a-f]{40}", c) for c in modal_app.SERVER_COMMITS.values())
+    assert modal_app.SERVER_COMMIT == modal_app.SERVER_COMMITS[kit_eval.HARNESS_DATE]
+    assert len(set(modal_app.SERVER_DIRS.values())) == len(modal_app.SERVER_DIRS)
     assert modal_app.SERVER_SOURCES == {
         "eval.py": "problems/nvidia/eval.py", "utils.py": "problems/nvidia/utils.py",
         "reference.py": "problems/nvidia/nvfp4_gemv/reference.py", "task.py": "problems/nvidia/nvfp4_gemv/task.py"}
@@ -793,5 +824,5 @@ def test_no_arguments_runs_eval_only(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(modal_app, "default_out", lambda gpu: tmp_path / "r.json")
     entry()
-    assert evals.calls and evals.calls[0][1:] == ("all", 1, None, None, ["kit"]) and jobs.calls == []
+    assert evals.calls and evals.calls[0][1:] == ("all", 1, None, None, ["kit"], "2026-01-13") and jobs.calls == []
     assert evals.calls[0][0] == (ROOT / "submission.py").read_text()
