@@ -53,6 +53,23 @@ def make_input(m: int, k: int, l: int, seed: int, device=None, dist: str = "offi
     return quant.fill(reference.generate_input(m, k, l, seed, device=device), dist)
 
 
+# The kit's own top-level modules: a test that loads one of them anew (compile_table.load_submission
+# and bench_kernel.py install a fresh ``submission`` module, as their command lines need) must not
+# hand the next test another module object than the one its file imported.
+KIT_MODULES = ("submission", "eval", "audit", "reference", "utils", "task", "quant", "nvfp4")
+
+
+@pytest.fixture(autouse=True)
+def _kit_modules_as_found():
+    """Each test leaves sys.modules' entries of the kit's modules as it found them (the
+    suite's result then does not depend on the order of its tests)."""
+    before = {name: sys.modules.get(name) for name in KIT_MODULES}
+    yield
+    for name, module in before.items():
+        if module is not None and sys.modules.get(name) is not module:
+            sys.modules[name] = module
+
+
 @pytest.fixture
 def device() -> torch.device:
     return torch.device("cuda" if HAS_CUDA else "cpu")
