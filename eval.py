@@ -472,10 +472,37 @@ def _one_line(text: str) -> str:
     return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
 
 
+_REPORTED: set = set()  # the summary lines whose traceback this worker has printed
+
+
+def _harness_frame(filename: str) -> bool:
+    """A frame of this harness or of the import machinery, not of the submission."""
+    return filename.startswith("<frozen ") or Path(filename).resolve() == Path(__file__).resolve()
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` (and of the exceptions it was raised from) without the
+    harness's own frames: what the submission's author needs to read."""
+    te = traceback.TracebackException.from_exception(exc)
+    seen, todo = set(), [te]
+    while todo:
+        part = todo.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        part.stack = traceback.StackSummary.from_list([f for f in part.stack if not _harness_frame(f.filename)])
+        todo += [x for x in (part.__cause__, part.__context__) if x is not None]
+    return "".join(te.format())
+
+
 def _describe(exc: BaseException, doing: str) -> str:
-    print(f"{doing} raised:", file=sys.stderr)
-    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    return _one_line(f"{doing} raised {type(exc).__name__}: {exc}")
+    """The one-line summary of a failure of the submission; its traceback (the submission's
+    frames) goes to stderr the first time this worker meets that failure."""
+    summary = _one_line(f"{doing} raised {type(exc).__name__}: {exc}")
+    if summary not in _REPORTED:
+        _REPORTED.add(summary)
+        print(f"{doing} raised:\n{user_traceback(exc)}", end="", file=sys.stderr)
+    return summary
 
 
 def _distributions() -> tuple:

@@ -357,6 +357,41 @@ def test_human_mode_forced_triton_on_a_cpu_is_one_line():
     assert "NVFP4_GEMV_BACKEND=triton cannot run on cpu" in proc.stderr
 
 
+def test_a_failure_of_the_submission_is_reported_once_with_its_own_frames(tmp_path):
+    """A submission that does not import: its traceback once (the submission's frames, none of
+    the harness's), then the one-line verdict per case as before."""
+    bad = tmp_path / "syntax.py"
+    bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\ndef custom_kernel(data:\n    return 1\n")
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
+    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), str(bad)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 112, proc.stderr
+    cases = len(ev.shape_set("tests"))
+    assert proc.stderr.count("importing the submission raised:\n") == 1, proc.stderr
+    assert proc.stderr.count("SyntaxError: '(' was never closed\n") == 1, proc.stderr
+    assert proc.stderr.count("FAIL: importing the submission raised SyntaxError") == cases, proc.stderr
+    assert "eval.py" not in proc.stderr and "<frozen" not in proc.stderr, proc.stderr
+    assert f'File "{bad}", line 3' in proc.stderr
+
+
+def test_user_traceback_keeps_the_chain_and_drops_the_harness_frames():
+    def harness_calls(fn):  # stands in for eval.py's frames: this test file is not eval.py
+        return fn()
+
+    def submission():
+        try:
+            return {}["missing"]
+        except KeyError as exc:
+            raise ValueError("no such key") from exc
+
+    try:
+        harness_calls(submission)
+    except ValueError as exc:
+        text = ev.user_traceback(exc)
+    assert "KeyError: 'missing'" in text and "direct cause" in text and text.endswith("ValueError: no such key\n")
+    assert "in submission" in text and "eval.py" not in text
+
+
 @pytest.mark.parametrize("variable, value, words", [
     ("NVFP4_GEMV_BACKEND", "bogus", "NVFP4_GEMV_BACKEND='bogus' is not a backend"),
     ("NVFP4_GEMV_CONFIG", "garbage", "NVFP4_GEMV_CONFIG: 'garbage' is not cuda="),
