@@ -23,6 +23,15 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   answer;
 * fresh tensors holding an earlier call's values: INFO when right (recomputing and a
   value-keyed cache both give the right answer; fine either way), FAIL when wrong;
+* tolerance used (once, over the official test shapes): per input distribution
+  (``quant.DISTRIBUTIONS``: the server's first), the largest |error| / (atol + rtol |expected|),
+  NaN and infinity counted as the checker counts them. Shortcuts exact on the server's data (its
+  bytes leave every high nibble zero, its scales are 0-2) can use more of it elsewhere: fp32
+  sums one fp16 step off near 1 use about half of it (``tests/fixtures/good_fp32_group_sums.py``
+  on full-range data). A scale product formed in fp16 overflows above 65504, which e4m3 scales
+  reach (448 x 448), but no distribution of the kit reaches it (full-range keeps sfb <= 0.125
+  so that the K = 16384 sums stay finite in fp16): this check cannot see that shortcut. FAIL
+  over 1 on the server's data, INFO otherwise;
 * output complete on return: right after each call returns, with no synchronisation beyond
   what the server does, a copy of the output is taken on the same device queue (on the CPU: at
   once); it must equal the output once the device is idle and the threads the call started have
@@ -293,6 +302,58 @@ def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
     return out
 
 
+def tolerance_used(out, expected) -> tuple[float, tuple]:
+    """(share, index): the largest |out - expected| / (ATOL + RTOL |expected|) over the elements
+    and where it is, as the server's checker counts them: 1.0 is the edge of the tolerance; a NaN
+    or infinity that the expected value does not have counts as infinite, one it has as 0."""
+    import torch
+
+    import reference
+    o, e = out.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
+    share = (o - e).abs() / (reference.ATOL + reference.RTOL * e.abs())
+    same = (o.isnan() & e.isnan()) | (o.isinf() & (o == e))
+    share = torch.where(same, torch.zeros_like(share), torch.nan_to_num(share, nan=float("inf")))
+    at = int(share.argmax())
+    return float(share.flatten()[at]), tuple(int(i) for i in torch.unravel_index(torch.tensor(at), share.shape))
+
+
+def tolerance_checks(kernel, shapes, device) -> list[Check]:
+    """Per input distribution (the server's first), the share of the checker's tolerance the
+    submission uses at most over ``shapes``: the margin before the server sees it. A share over
+    1 fails on the server's own data; on the others it is reported (the server never draws them)."""
+    import quant
+    import reference
+    out = []
+    for dist in quant.DISTRIBUTIONS:
+        worst, where = 0.0, None
+        for m, k, l in shapes:
+            data = quant.fill(reference.generate_input(m, k, l, SEED, device=device), dist)
+            expected = _expected(data)
+            try:
+                got = kernel(tuple(t.clone() for t in data))
+            except Exception as exc:  # noqa: BLE001 - reported as a failed check
+                out.append(Check("FAIL", f"tolerance used, {dist}", _one_line(f"{m}x{k}x{l}: custom_kernel raised "
+                                                                               f"{type(exc).__name__}: {exc}")))
+                break
+            if not _same_shape(got, expected):
+                out.append(Check("FAIL", f"tolerance used, {dist}", f"{m}x{k}x{l}: {_wrong(got, expected)}"))
+                break
+            share, index = tolerance_used(got, expected)
+            if where is None or share > worst:
+                worst, where = share, (m, k, l, index)
+        else:
+            status = "FAIL" if worst > 1 and dist == "official" else "INFO"
+            m, k, l, index = where
+            if worst == 0:
+                reason = f"exact on every element of {len(shapes)} shape(s)"
+            else:
+                over = " (beyond the tolerance)" if worst > 1 else ""
+                reason = (f"{worst:.1%} of atol + rtol |expected|{over} at most over {len(shapes)} shape(s); "
+                          f"largest at {m}x{k}x{l}, element {index}")
+            out.append(Check(status, f"tolerance used, {dist}", reason))
+    return out
+
+
 def static_checks(path: Path) -> list[Check]:
     """The server's upload rules (FAIL when broken) and popcorn-cli's header lines (INFO when
     missing: the server never reads them)."""
@@ -305,9 +366,10 @@ def static_checks(path: Path) -> list[Check]:
     return out
 
 
-def audit(path: Path | str, shapes=None, report=None) -> list[Check]:
+def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> list[Check]:
     """Every check on the submission file ``path`` (``shapes``: default GPU_SHAPES on a GPU,
-    else CPU_SHAPES); ``report(check)`` is called as each one is done."""
+    else CPU_SHAPES; ``tolerance_shapes``: default the official test shapes, () for none);
+    ``report(check)`` is called as each one is done."""
     import torch
     path = Path(path)
     report = report or (lambda check: None)
@@ -330,6 +392,10 @@ def audit(path: Path | str, shapes=None, report=None) -> list[Check]:
     for m, k, l in shapes or (GPU_SHAPES if cuda else CPU_SHAPES):
         for check in shape_checks(kernel, m, k, l, device):
             add(check)
+    if tolerance_shapes is None:
+        tolerance_shapes = sorted({(c["m"], c["k"], c["l"]) for c in ev.shape_set("tests")})
+    for check in tolerance_checks(kernel, tolerance_shapes, device) if tolerance_shapes else []:
+        add(check)
     return done
 
 

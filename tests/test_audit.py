@@ -5,6 +5,7 @@ check written for it. The audit runs here in this process (``audit.audit``), and
 the command line for its exit status and line format.
 """
 
+import math
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ import torch
 from conftest import ROOT, requires_cuda
 
 import audit
+import quant
 import reference
 import submission
 
@@ -22,10 +24,11 @@ FIXTURES = ROOT / "tests" / "fixtures"
 LINE = re.compile(r"^(PASS|FAIL|INFO) ([^:]+): \S")
 
 
-def _statuses(path, shapes=None) -> dict:
-    """{check name without the shape tag: [statuses]} of one audit."""
+def _statuses(path, shapes=None, tolerance_shapes=()) -> dict:
+    """{check name without the shape tag: [statuses]} of one audit (by default without the
+    tolerance checks, which test_tolerance_used_* cover)."""
     out = {}
-    for check in audit.audit(path, shapes):
+    for check in audit.audit(path, shapes, tolerance_shapes=tolerance_shapes):
         out.setdefault(re.sub(r" \[\d+x\d+x\d+\]$", "", check.name), []).append(check.status)
     return out
 
@@ -35,7 +38,7 @@ def _failed(statuses: dict) -> set:
 
 
 IN_PLACE = {f"in place, {label}" for label, _ in audit.IN_PLACE}
-ALL = {"static rules", "first call", "same inputs again, c poisoned", "deterministic", *IN_PLACE,
+ALL = {"static rules", "header lines", "first call", "same inputs again, c poisoned", "deterministic", *IN_PLACE,
        "fresh tensors, earlier values", "output complete on return"}
 
 
@@ -178,3 +181,53 @@ def test_the_cache_hint_only_follows_a_right_first_call(tmp_path):
     assert not any("cached" in c.reason or "read from c" in c.reason for c in failed), [c.line() for c in failed]
     cached = audit.audit(FIXTURES / "wrong_cache_by_pointer.py")
     assert any(c.status == "FAIL" and "cached by object, pointer" in c.reason for c in cached)
+
+
+SMALL = ((128, 256, 1), (256, 1024, 2), (512, 4096, 2))
+
+
+def test_tolerance_used_sees_what_the_servers_data_hides():
+    """fp32 group sums: exact on the server's data, a share of the tolerance on full-range data
+    (one fp16 step off the correctly rounded answer near 1: about half of atol + rtol |x|)."""
+    kernel = audit.load_submission(FIXTURES / "good_fp32_group_sums.py").custom_kernel
+    checks = {c.name: c for c in audit.tolerance_checks(kernel, SMALL, "cpu")}
+    assert set(checks) == {f"tolerance used, {d}" for d in quant.DISTRIBUTIONS}
+    assert all(c.status == "INFO" for c in checks.values())
+    assert checks["tolerance used, official"].reason == "exact on every element of 3 shape(s)"
+    full = re.match(r"(\d+\.\d)% of atol \+ rtol \|expected\| at most over 3 shape\(s\); largest at ",
+                    checks["tolerance used, full-range"].reason)
+    assert full and 0 < float(full.group(1)) < 100, checks["tolerance used, full-range"].reason
+
+
+def test_tolerance_used_fails_beyond_the_tolerance_on_the_servers_data():
+    low = audit.load_submission(FIXTURES / "wrong_low_precision.py").custom_kernel
+    (official, *_) = audit.tolerance_checks(low, SMALL[:1], "cpu")
+    assert official.status == "FAIL" and "(beyond the tolerance)" in official.reason
+
+
+@pytest.mark.parametrize("out, expected, share", [
+    ([1.0, 2.0], [1.0, 2.0], 0.0),
+    ([1.001, 2.0], [1.0, 2.0], (1.0009765625 - 1) / (1e-3 + 1e-3)),  # 1.001 in fp16: one step above 1
+    ([float("nan"), 1.0], [float("nan"), 1.0], 0.0),
+    ([float("inf"), 1.0], [float("inf"), 1.0], 0.0),
+    ([float("nan"), 1.0], [0.0, 1.0], float("inf")),
+    ([float("-inf"), 1.0], [float("inf"), 1.0], float("inf")),
+    ([1.0, 0.0], [1.0, float("inf")], float("inf")),
+], ids=["exact", "half the tolerance", "both NaN", "same inf", "NaN for a number", "opposite inf", "missed inf"])
+def test_tolerance_used_counts_as_the_checker_does(out, expected, share):
+    """share > 1 exactly where utils.verbose_allclose reports a mismatch."""
+    from utils import verbose_allclose
+    o, e = torch.tensor(out, dtype=torch.float16), torch.tensor(expected, dtype=torch.float16)
+    got, _ = audit.tolerance_used(o, e)
+    assert got == pytest.approx(share) if math.isfinite(share) else got == share
+    assert (got > 1) == bool(verbose_allclose(o, e, rtol=reference.RTOL, atol=reference.ATOL))
+
+
+@requires_cuda
+def test_gpu_kit_submission_stays_inside_the_tolerance_on_every_distribution():
+    """The kit's kernels on the official test shapes: at most the tolerance on every distribution
+    (the number itself is in `eval.py audit`'s output)."""
+    checks = audit.tolerance_checks(submission.custom_kernel, sorted({(c["m"], c["k"], c["l"])
+                                    for c in audit.ev.shape_set("tests")}), "cuda")
+    assert len(checks) == len(quant.DISTRIBUTIONS)
+    assert all(c.status == "INFO" and "beyond" not in c.reason for c in checks), [c.line() for c in checks]
