@@ -750,15 +750,23 @@ def _log_stats(log, idx: int, durations: list, with_median: bool) -> None:
         log(f"benchmark.{idx}.median", statistics.median(durations))
 
 
+def warm_up(worker: Worker, tests: list[TestCase], leaderboard: bool, progress=None) -> None:
+    """The timed modes' warm-up: leaderboard every case, benchmark the first, each through the
+    timed loop with the warm-up's limits and no re-check (its verdict is not used)."""
+    name = "leaderboard" if leaderboard else "benchmark"
+    warm = LEADERBOARD_WARMUP if leaderboard else BENCH_WARMUP
+    for test in (tests if leaderboard else tests[:1]):
+        if progress:
+            progress(f"[{name}] warm-up {test.spec}")
+        _safe(worker, _run_benchmark_case, test.args, False, *warm)
+
+
 def run_timed_mode(log, worker: Worker, tests: list[TestCase], leaderboard: bool,
                    with_median: bool = False, progress=None) -> list[CaseResult]:
     """benchmark (leaderboard=False) or leaderboard mode."""
     name = "leaderboard" if leaderboard else "benchmark"
-    warm, per_case = (LEADERBOARD_WARMUP, LEADERBOARD_CASE) if leaderboard else (BENCH_WARMUP, BENCH_CASE)
-    for test in (tests if leaderboard else tests[:1]):
-        if progress:
-            progress(f"[{name}] warm-up {test.spec}")
-        _safe(worker, _run_benchmark_case, test.args, False, *warm)  # its verdict is not used
+    per_case = LEADERBOARD_CASE if leaderboard else BENCH_CASE
+    warm_up(worker, tests, leaderboard, progress)
     log("benchmark-count", len(tests))
     results = []
     for idx, test in enumerate(tests):
@@ -1108,7 +1116,8 @@ def human_main(argv: list[str]) -> int:
         description="Check and time an nvfp4_gemv submission with the server's rules.",
         epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
-               "python eval.py audit [SUBMISSION]. "
+               "python eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
+               "python eval.py ab BASE NEW [NEW ...]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("--submission", default="submission.py", help="the submission file (default: %(default)s)")
@@ -1289,6 +1298,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "audit":  # the checks live in audit.py, beside this file
         from audit import main as audit_main
         return audit_main(argv[1:])
+    if argv and argv[0] == "ab":  # paired A/B timing lives in ab.py, beside this file
+        from ab import main as ab_main
+        return ab_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
     if argv and argv[0] in MODES:
