@@ -326,3 +326,51 @@ def test_a_short_real_a_b_of_two_copies(tmp_path):
     kept = sum(not r.get("excluded") for r in record["rounds"])
     assert record["comparisons"][0]["geomean"]["n"] == kept
     assert f"on this GPU ({record['gpu']['name']})" in proc.stdout
+
+
+# --------------------------------------------------------------------------- benchmarks/ab_calibration.py
+
+def test_calibration_pieces():
+    """The slowed copy calls the kernel, then spins the cycles asked; A/A blocks and their
+    coverage; the Wilson interval; the budget's half-width from the per-round spread."""
+    import torch
+
+    from benchmarks import ab_calibration as cal
+
+    spun = []
+    namespace = {}
+    source = "def custom_kernel(data):\n    return data * 2\n"
+    real_sleep = getattr(torch.cuda, "_sleep", None)
+    torch.cuda._sleep = spun.append
+    try:
+        exec(cal.with_sleep(source, 1234), namespace)
+        assert namespace["custom_kernel"](21) == 42 and spun == [1234]
+    finally:
+        if real_sleep is None:
+            del torch.cuda._sleep
+        else:
+            torch.cuda._sleep = real_sleep
+    lo, hi = cal.wilson(19, 20)
+    assert (round(lo, 3), round(hi, 3)) == (0.764, 0.991)
+    record = synthetic_record(random.Random(8), 42, {"7168x2048x4": 1.0, "4096x7168x8": 1.0})
+    for r in record["rounds"]:
+        r["seconds"] = 2.0
+    assert [len(b["rounds"]) for b in cal.blocks(record, 4)] == [4] * 10  # 42 rounds: the last 2 dropped
+    cov = cal.coverage(record, 4)
+    assert set(cov) == {"7168x2048x4", "4096x7168x8", "geomean"} and cov["geomean"]["blocks"] == 10
+    share = cov["geomean"]["share"]
+    assert cov["geomean"]["se"] == pytest.approx(math.sqrt(share * (1 - share) / 10))
+    det = cal.detectable(record, 60.0)  # 2 shapes x 60 s / 2 s per round = 60 rounds
+    assert det["rounds_in_budget"] == 60
+    (cmp,) = ab.analyze(record)
+    sd = cmp["shapes"][0]["sd_log"]
+    assert det["7168x2048x4"]["half_width_pct"] == pytest.approx(
+        100 * (math.exp(ab.t_quantile(0.975, 59) * sd / math.sqrt(60)) - 1))
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without a CUDA GPU")
+def test_calibration_needs_a_gpu(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/ab_calibration.py", "--out", str(tmp_path / "c")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == "error: the calibration needs a CUDA GPU (it runs eval.py ab)"
