@@ -51,9 +51,9 @@ import eval as ev
 
 MODES = ("leaderboard", "benchmark")
 LEVEL = 0.95  # the intervals' confidence level
-# Rounds and calls per file, shape and round by default: on an H100 a leaderboard-mode call of
-# the benchmark shapes costs a few milliseconds (the 4 GiB L2 clear, a fresh input, its check),
-# so 20 rounds x 3 shapes x 2 files x 50 calls stay within a few minutes.
+# Rounds and calls per file, shape and round by default: 20 x 50 = 1000 timed calls per file and
+# shape, the count the server's leaderboard loop stops at (eval.LEADERBOARD_CASE). Not yet tuned
+# by a measurement: benchmarks/ab_calibration.py gives the spread per round to choose by.
 DEFAULT_ROUNDS = 20
 DEFAULT_REPEATS = 50
 MIN_REPEATS = 3  # eval.should_stop never stops before three calls

@@ -138,8 +138,9 @@ OUTPUT_TAIL_LINES = 200  # of a step's output, kept in its result
 # at their pinned commits, each with a JSON of where it came from.
 LEADERS_DIR = "/root/leaders"
 LEADER_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
-# One ab run: its own defaults (20 rounds x 3 shapes x 2 files x 50 leaderboard calls) take a
-# few minutes on an H100; the limit leaves room for several --against files and larger --ab-args.
+# One ab run's limit (its process is stopped there): ab's defaults time 20 rounds x 3 shapes x 50
+# leaderboard calls per file; not yet run on a B200, the limit is set generously for several
+# --against files and larger --ab-args.
 AB_TIMEOUT_S = 2400
 AB_SET_OPTIONS = ("json", "new_first")  # ab options the job sets itself
 

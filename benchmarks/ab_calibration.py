@@ -17,8 +17,9 @@
     took.
 
 Writes calibration.json (everything, with both ab records) and calibration.md under ``--out``.
-Its defaults fit about 8 minutes on an H100 (each ab run also stops starting rounds at its
-``--time-budget``).
+Its defaults are sized to fit about 8 minutes on an H100 (an estimate, not yet a measurement:
+the A/A run's 80 rounds and the slowdown run's 16, each also stopping at its ``--time-budget``,
+plus two workers' start, checks and warm-up per run).
 """
 
 from __future__ import annotations
