@@ -69,8 +69,8 @@ of the means (the leaderboard's score) and of the medians. See ``python eval.py 
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
-a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings``) and its arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can
-write), the shapes (``--shapes``: a named set of shapes.json or a file, every case valid for
+a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings``) and its
+arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can write), the shapes (``--shapes``: a named set of shapes.json or a file, every case valid for
 the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here; any of
 these failing stops with one ``error:`` line on stderr and exit 2. A case that runs longer
@@ -805,14 +805,24 @@ def _log_stats(log, idx: int, durations: list, with_median: bool) -> None:
         log(f"benchmark.{idx}.median", statistics.median(durations))
 
 
+def warm_up(worker: Worker, tests: list[TestCase], leaderboard: bool, progress=None,
+            harness_date: str = HARNESS_DATE) -> None:
+    """The timed modes' warm-up, as the server's: the first case through the timed loop with
+    the warm-up's limits (leaderboard: those of ``harness_date``) and no re-check (its verdict
+    is not used)."""
+    name = "leaderboard" if leaderboard else "benchmark"
+    warm = LEADERBOARD_REPEATS[harness_date][0] if leaderboard else BENCH_WARMUP
+    if progress:
+        progress(f"[{name}] warm-up {tests[0].spec}")
+    _safe(worker, _run_benchmark_case, tests[0].args, False, *warm)
+
+
 def run_timed_mode(log, worker: Worker, tests: list[TestCase], leaderboard: bool,
                    with_median: bool = False, progress=None, harness_date: str = HARNESS_DATE) -> list[CaseResult]:
     """benchmark (leaderboard=False) or leaderboard mode (its repeats: those of ``harness_date``)."""
     name = "leaderboard" if leaderboard else "benchmark"
-    warm, per_case = LEADERBOARD_REPEATS[harness_date] if leaderboard else (BENCH_WARMUP, BENCH_CASE)
-    if progress:
-        progress(f"[{name}] warm-up {tests[0].spec}")
-    _safe(worker, _run_benchmark_case, tests[0].args, False, *warm)  # its verdict is not used
+    per_case = LEADERBOARD_REPEATS[harness_date][1] if leaderboard else BENCH_CASE
+    warm_up(worker, tests, leaderboard, progress, harness_date)
     log("benchmark-count", len(tests))
     results = []
     for idx, test in enumerate(tests):
@@ -1175,7 +1185,8 @@ def human_main(argv: list[str]) -> int:
         description="Check and time an nvfp4_gemv submission with the server's rules.",
         epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
-               "python eval.py audit [SUBMISSION]. "
+               "python eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
+               "python eval.py ab BASE NEW [NEW ...]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
@@ -1372,6 +1383,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "audit":  # the checks live in audit.py, beside this file
         from audit import main as audit_main
         return audit_main(argv[1:])
+    if argv and argv[0] == "ab":  # paired A/B timing lives in ab.py, beside this file
+        from ab import main as ab_main
+        return ab_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
     if argv and argv[0] in MODES:

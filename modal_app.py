@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import base64
 import collections
 import importlib.metadata
 import inspect
@@ -119,7 +120,7 @@ PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
 FUNCTION_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": TIMEOUT_S}
 # The jobs: each step runs in its own container, in a copy of the checkout at JOB_DIR.
-JOBS = ("eval", "check", "bench", "sweep", "all")
+JOBS = ("eval", "check", "bench", "sweep", "ab", "all")
 JOB_STEPS = ("check", "bench", "sweep")  # what --job all runs, in this order
 # Each step's limit (its process is stopped there), several times its H100 runtime: the suite
 # took 180 s (benchmarks/results/gpu-run-h100.log), bench_kernel.py runs within .ci/gpu-run's
@@ -128,7 +129,7 @@ STEP_TIMEOUT_S = {"check": 1500, "bench": 1200, "sweep": 3000}
 JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with the container's start
 TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite runs with (pyproject's dev extra)
 JOB_DIR = "/root/kit"
-JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "modal_app.py", "pyproject.toml", "README.md")
+JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "modal_app.py", "pyproject.toml", "README.md")
 JOB_DIRS = ("tests", "benchmarks")
 JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
 # Not run in the container: the local side's tests (they run `modal` as a user does, without
@@ -141,6 +142,15 @@ JOB_SET_OPTIONS = ("json", "md", "sweep")
 MODAL_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
               "H100", "H100!", "H200", "B200", "B200+")
 OUTPUT_TAIL_LINES = 200  # of a step's output, kept in its result
+# --job ab: the named public entries (benchmarks/leaders.py), fetched into the image at build time
+# at their pinned commits, each with a JSON of where it came from.
+LEADERS_DIR = "/root/leaders"
+LEADER_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+# One ab run's limit (its process is stopped there): ab's defaults time 20 rounds x 3 shapes x 50
+# leaderboard calls per file; not yet run on a B200, the limit is set generously for several
+# --against files and larger --ab-args.
+AB_TIMEOUT_S = 2400
+AB_SET_OPTIONS = ("json", "new_first")  # ab options the job sets itself
 
 
 
@@ -157,6 +167,39 @@ def server_fetch_commands(commit: str = SERVER_COMMIT, dest: str = SERVER_DIR,
         f"mkdir -p {dest} && " + " && ".join(f"cp {clone}/{src} {dest}/{name}" for name, src in SERVER_SOURCES.items())
         + f" && mv {clone}.rev {dest}/REVISION && rm -rf {clone}",
     ]
+
+
+def leader_entries() -> dict:
+    """{name: Entry} of benchmarks/leaders.py."""
+    from benchmarks.leaders import ENTRIES
+    return {e.name: e for e in ENTRIES}
+
+
+def leader_fetch_commands(entries=None, dest: str = LEADERS_DIR, url: str = LEADER_URL,
+                          python: str = "python") -> list[str]:
+    """Shell commands (one image build step) that download each named entry at its pinned
+    commit into dest/NAME.py, with dest/NAME.json (name, repo, commit, path, arch, url, sha256);
+    a download that fails or is empty fails the build, naming the entry."""
+    entries = list(leader_entries().values() if entries is None else entries)
+    spec = json.dumps([{"name": e.name, "repo": e.repo, "commit": e.commit, "path": e.path, "arch": e.arch,
+                        "url": url.format(repo=e.repo, commit=e.commit, path=e.path)} for e in entries])
+    script = textwrap.dedent("""
+        import hashlib, json, pathlib, sys, urllib.request
+        dest = pathlib.Path(sys.argv[1]); dest.mkdir(parents=True, exist_ok=True)
+        for e in json.loads(sys.argv[2]):
+            try:
+                data = urllib.request.urlopen(e["url"], timeout=120).read()
+            except Exception as exc:
+                sys.exit(f"error: could not fetch {e['name']} from {e['url']}: {exc}")
+            if not data:
+                sys.exit(f"error: {e['name']}: {e['url']} is empty")
+            (dest / (e["name"] + ".py")).write_bytes(data)
+            e["sha256"] = hashlib.sha256(data).hexdigest()
+            (dest / (e["name"] + ".json")).write_text(json.dumps(e, indent=1))
+    """).strip()
+    # One line (an image build step is one Dockerfile RUN line): the script travels base64-encoded.
+    code = f"import base64; exec(base64.b64decode('{base64.b64encode(script.encode()).decode()}'))"
+    return [f"{python} -c {shlex.quote(code)} {shlex.quote(dest)} {shlex.quote(spec)}"]
 
 
 # In the container the kit files sit in /root beside this module, as they do locally; the
@@ -179,6 +222,12 @@ for _name in JOB_FILES:
     job_image = job_image.add_local_file(HERE / _name, f"{JOB_DIR}/{_name}")
 for _name in JOB_DIRS:
     job_image = job_image.add_local_dir(HERE / _name, f"{JOB_DIR}/{_name}", ignore=JOB_IGNORE)
+# --job ab's image: the same layers, the named entries, the checkout's files in JOB_DIR.
+ab_image = base_image.run_commands(*leader_fetch_commands())
+for _name in JOB_FILES:
+    ab_image = ab_image.add_local_file(HERE / _name, f"{JOB_DIR}/{_name}")
+for _name in JOB_DIRS:
+    ab_image = ab_image.add_local_dir(HERE / _name, f"{JOB_DIR}/{_name}", ignore=JOB_IGNORE)
 
 app = modal.App(APP_NAME)
 
@@ -288,8 +337,9 @@ def run_remote(submission_source: str, mode: str = "all", runs: int = 1,
 # ----------------------------------------------------------------------------- the jobs, GPU side
 
 def job_plan(job: str) -> list[str]:
-    if job not in JOBS or job == "eval":
-        raise ValueError(f"--job must be one of {', '.join(JOBS[1:])} here, got {job!r}")
+    if job not in JOBS or job in ("eval", "ab"):
+        raise ValueError(f"--job must be one of {', '.join(j for j in JOBS if j not in ('eval', 'ab'))} here, "
+                         f"got {job!r}")
     return list(JOB_STEPS) if job == "all" else [job]
 
 
@@ -405,6 +455,78 @@ def job_step(step: str, extra_args: str = "", kit_dir: str | Path = JOB_DIR, ech
 def run_job_remote(step: str, extra_args: str = "") -> dict:
     """One step of a job (``job_step``) in the copy of the checkout in JOB_DIR."""
     return job_step(step, extra_args)
+
+
+# ----------------------------------------------------------------------------- --job ab, GPU side
+
+def arch_problem(arch: str, capability: str | None) -> str | None:
+    """Why code built for ``arch`` (e.g. "sm_100a") cannot run on a GPU of compute capability
+    ``capability`` ("9.0"), or None. An "a" (architecture-specific) target runs on exactly its
+    own capability, an "f" (family) target on the same major version, a plain one on any at least
+    as high."""
+    hit = re.fullmatch(r"sm_(\d+)(\d)([af]?)", arch or "")
+    if not hit or not capability:
+        return None
+    need = (int(hit[1]), int(hit[2]))
+    have = tuple(int(x) for x in capability.split(".")[:2])
+    ok = {"a": have == need, "f": have[0] == need[0] and have >= need, "": have >= need}[hit[3]]
+    if ok:
+        return None
+    return f"built for {arch} (compute capability {need[0]}.{need[1]}{'' if hit[3] == '' else ' only'}); " \
+           f"this GPU is {capability}"
+
+
+def ab_job(new: dict, against: list[dict], ab_args: str = "", kit_dir: str | Path = JOB_DIR,
+           leaders_dir: str | Path = LEADERS_DIR, echo: bool = True) -> dict:
+    """One ``python3 eval.py ab NEW BASE... --new-first`` in ``kit_dir``: ``new`` and each of
+    ``against`` is {"name", "source"} (a user's file) or {"entry": name} (a named entry, from
+    ``leaders_dir``). A named entry built for another GPU than this one is left out with one line
+    (``skipped``). Returns the environment, the command, exit status, seconds, the output's tail,
+    ab's JSON record (None where it wrote none), the files with their provenance, and ``passed``."""
+    kit_dir, leaders_dir = Path(kit_dir), Path(leaders_dir)
+    result = {"step": "ab", **job_environment(), "skipped": [], "files": []}
+    capability = _smi("compute_cap")
+    result["capability"] = capability
+    with tempfile.TemporaryDirectory(prefix="nvfp4_ab_") as tmp:
+        paths = []
+        for i, item in enumerate([new, *against]):
+            folder = Path(tmp) / f"file{i}"
+            folder.mkdir()
+            if "entry" in item:
+                meta = json.loads((leaders_dir / f"{item['entry']}.json").read_text())
+                why = arch_problem(meta.get("arch", ""), capability)
+                if why:
+                    result["skipped"].append(f"{item['entry']} ({meta['repo']} {meta['path']} at {meta['commit']}): "
+                                             f"not run: {why}")
+                    continue
+                target = folder / f"{item['entry']}.py"
+                shutil.copy(leaders_dir / f"{item['entry']}.py", target)
+                result["files"].append({"file": target.name, **meta})
+            else:
+                target = folder / Path(item["name"]).name
+                target.write_text(item["source"])
+                result["files"].append({"file": target.name, "name": item["name"]})
+            paths.append(str(target))
+        if len(paths) < 2 or paths[0] != str(Path(tmp) / "file0" / Path(paths[0]).name):
+            result.update(returncode=None, passed=False, json=None, output_tail="",
+                          error="nothing to compare: " + "; ".join(result["skipped"] or ["no file left"]))
+            return result
+        out = Path(tmp) / "ab.json"
+        cmd = [sys.executable, "eval.py", "ab", *paths, "--new-first", "--json", str(out), *shlex.split(ab_args)]
+        result["command"] = shlex.join(["python3", *cmd[1:]]).replace(tmp, "TMP")
+        t0 = time.time()
+        code, tail, stopped = run_logged(cmd, kit_dir, AB_TIMEOUT_S, echo)
+        result.update(returncode=code, seconds=round(time.time() - t0, 1), timed_out=stopped,
+                      output_tail=tail.replace(tmp, "TMP"))
+        result["json"] = json.loads(out.read_text().replace(tmp, "TMP")) if out.is_file() else None
+    result["passed"] = code == 0 and not stopped
+    return result
+
+
+@app.function(image=ab_image, gpu=DEFAULT_GPU, timeout=AB_TIMEOUT_S + 600)
+def run_ab_remote(new: dict, against: list[dict], ab_args: str = "") -> dict:
+    """``ab_job`` in the copy of the checkout in JOB_DIR, on one GPU."""
+    return ab_job(new, against, ab_args)
 
 
 # ----------------------------------------------------------------------------- the local side
@@ -604,6 +726,66 @@ def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str) -> 
     return 0 if all(result.get("passed") for _, result in verdicts) else 1
 
 
+def ab_markdown(result: dict, provenance: dict) -> str:
+    """The Markdown of one --job ab result: what ran where, the files with their provenance (a
+    named entry: repository, commit, path), the entries left out, ab's table."""
+    import ab
+
+    info = {**{k: result.get(k) for k in ("device", "driver", "torch", "triton", "python", "date")}, **provenance}
+    lines = [f"# A/B timing on {info.get('device') or 'an unknown GPU'}", "",
+             f"`modal run modal_app.py --job ab`: {_provenance_line(info)}.", "",
+             f"Command (in the container, from the kit's root): `{result.get('command', '?')}`", ""]
+    for f in result.get("files", []):
+        if "repo" in f:
+            lines.append(f"- `{f['file']}`: {f['repo']} `{f['path']}` at {f['commit']} (sha256 {f['sha256'][:12]})")
+        else:
+            lines.append(f"- `{f['file']}`: the local file {f['name']}")
+    lines += [f"- left out: {line}" for line in result.get("skipped", [])]
+    lines.append("")
+    if result.get("json"):
+        lines += ["```", ab.format_report(result["json"]), "```", ""]
+    verdict = "PASS" if result.get("passed") else ("FAIL (" + (result.get("error") or
+                                                               f"exit {result.get('returncode')}") + ")")
+    lines.append(f"ab: {verdict}")
+    if not result.get("passed"):
+        lines += [""] + _output_block(result)
+    return "\n".join(lines) + "\n"
+
+
+def run_ab(submission: str, against: str, gpu: str, out: str, ab_args: str) -> int:
+    """The local side of --job ab: one remote call, its table printed, JSON and Markdown written
+    under --out (default benchmarks/results/ab-GPU-DATE.*). Exit status 0 when ab passed, else 1."""
+    from benchmarks.apply_table import kernel_revision, kit_revision
+
+    provenance = {"kit_revision": kit_revision(HERE), "kernel_revision": kernel_revision(HERE / "submission.py"),
+                  "gpu_requested": gpu}
+    new = {"name": Path(submission).name, "source": Path(submission).read_text()}
+    bases = [{"entry": item} if item in leader_entries()
+             else {"name": Path(item).name, "source": Path(item).read_text()} for item in against_items(against)]
+    fn = run_ab_remote if gpu == DEFAULT_GPU else run_ab_remote.with_options(gpu=gpu)
+    print(f"running ab on Modal ({gpu}): {submission} against {against} ...", file=sys.stderr)
+    try:
+        result = fn.remote(new, bases, ab_args)
+    except modal.exception.AuthError:
+        _fail(NO_TOKEN)
+    except modal.exception.ConnectionError as exc:
+        _fail(f"error: cannot reach Modal: {' '.join(str(exc).split())}")
+    except Exception as exc:  # the container failed: image build, timeout, GPU unavailable...
+        result = {"step": "ab", "device": gpu, "passed": False, "files": [], "skipped": [],
+                  "error": f"the remote run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}"}
+    markdown = ab_markdown(result, provenance)
+    record = {"info": {**{k: result.get(k) for k in ("device", "driver", "torch", "triton", "python", "date")},
+                       **provenance}, "job": {k: v for k, v in result.items() if k != "json"}, "ab": result.get("json")}
+    out_dir = Path(out) if out else RESULTS_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"ab-{_slug(result.get('device') or 'unknown')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    stem.with_suffix(".md").write_text(markdown)
+    print(markdown)
+    print(f"ab results written to {stem}.json and {stem}.md", file=sys.stderr)
+    return 0 if result.get("passed") else 1
+
+
 def _has_token() -> bool:
     from modal.config import config
     return bool(config.get("token_id")) and bool(config.get("token_secret"))
@@ -616,6 +798,7 @@ NO_TOKEN = "error: no Modal token found. Run `modal setup` once (or set MODAL_TO
 # this table for `modal run modal_app.py --help` (see preflight).
 OPTION_HELP = {
     "job": ("|".join(JOBS), "eval = time a submission with eval.py (the options below; the default); "
+            "ab = --submission against each --against, paired A/B timing (python3 eval.py ab); "
             "check = the kit's whole test suite on the GPU (junit counts, failures); bench = "
             "benchmarks/bench_kernel.py (kernel times against the read ceiling); sweep = bench_kernel.py "
             "--sweep (every backend's configs ranked; apply the winners with benchmarks/apply_table.py); "
@@ -642,6 +825,11 @@ OPTION_HELP = {
                    "--reps 80\"); checked against bench_kernel.py's options before Modal is contacted"),
     "sweep_args": ("ARGS", "sweep: more options for bench_kernel.py --sweep, one quoted string (e.g. "
                    "\"--backends cuda\", or \"--grid benchmarks/FILE.json\" for a shorter grid)"),
+    "against": ("BASE[,BASE...]", "ab: what --submission is timed against (python3 eval.py ab in one container on "
+                "one GPU): submission files, or named public entries of benchmarks/leaders.py, fetched when the "
+                "image is built at their pinned commit; comma-separated for several"),
+    "ab_args": ("ARGS", "ab: more options for python3 eval.py ab, one quoted string (e.g. \"--rounds 30 --mode "
+                "benchmark\"); checked before Modal is contacted"),
 }
 
 
@@ -744,8 +932,53 @@ def gpu_problem(gpu: str) -> str | None:
     return f"error: --gpu must be a Modal GPU type ({', '.join(MODAL_GPUS)}), optionally with :N; got {gpu!r}"
 
 
+def against_items(against: str) -> list[str]:
+    """--against's comma-separated names or paths."""
+    return [item.strip() for item in against.split(",") if item.strip()]
+
+
+def ab_args_problem(text: str) -> str | None:
+    """Why ``text`` (options for eval.py ab, one string) would not run, or None."""
+    import ab
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise _OptionError(message)
+
+    parser = ab.build_parser()
+    parser.__class__ = Parser
+    try:
+        args = parser.parse_args(["BASE.py", "NEW.py", *shlex.split(text)])
+    except ValueError as exc:
+        return f"error: --ab-args {text!r}: {exc} (eval.py ab's options: python3 eval.py ab --help)"
+    if args.files != ["BASE.py", "NEW.py"]:
+        return "error: --ab-args: the files come from --submission and --against, not --ab-args"
+    taken = [f"--{name.replace('_', '-')}" for name in AB_SET_OPTIONS if getattr(args, name) not in (None, False)]
+    if taken:
+        return f"error: --ab-args: {', '.join(taken)} is set by the job itself"
+    return None
+
+
+def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
+    """--job ab's arguments: the submission a file, --against one or more named entries
+    (benchmarks/leaders.py) or files, --ab-args eval.py ab's options."""
+    problem = kit_eval.submission_problem(Path(submission))
+    if problem:
+        return f"error: {problem}"
+    items = against_items(against)
+    if not items:
+        names = ", ".join(leader_entries())
+        return (f"error: --job ab needs --against BASE[,BASE...]: submission files or named entries ({names})")
+    for item in items:
+        if item not in leader_entries() and not Path(item).is_file():
+            return (f"error: --against {item}: neither a named entry ({', '.join(leader_entries())}) nor an "
+                    "existing file")
+    return ab_args_problem(ab_args) if ab_args.strip() else None
+
+
 def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval", gpu: str = DEFAULT_GPU,
-               bench_args: str = "", sweep_args: str = "", harness_date: str = kit_eval.HARNESS_DATE) -> str | None:
+               bench_args: str = "", sweep_args: str = "", harness_date: str = kit_eval.HARNESS_DATE,
+               against: str = "", ab_args: str = "") -> str | None:
     """The first argument error (a message), or None. ``runs`` may be the raw text."""
     for flag, value, choices in (("--job", job, JOBS), ("--mode", mode, MODES), ("--harness", harness, HARNESSES),
                                  ("--harness-date", harness_date, kit_eval.HARNESS_DATES)):
@@ -762,6 +995,8 @@ def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval"
         problem = problem or (bench_args_problem(flag, text) if text.strip() else None)
     if problem:
         return problem
+    if job == "ab":
+        return ab_problem(submission, against, ab_args)
     if job == "eval":
         problem = kit_eval.submission_problem(Path(submission))
         return f"error: {problem}" if problem else None
@@ -783,12 +1018,19 @@ def _fail(message: str, code: int = 2):
 @app.local_entrypoint()
 def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: Literal[MODES] = "all",
          harness: Literal[HARNESSES] = "kit", harness_date: str = kit_eval.HARNESS_DATE, runs: int = 1,
-         gpu: str = DEFAULT_GPU, out: str = "", bench_args: str = "", sweep_args: str = ""):
+         gpu: str = DEFAULT_GPU, out: str = "", bench_args: str = "", sweep_args: str = "", against: str = "",
+         ab_args: str = ""):
     """The local side: check the arguments, run the harnesses (or the job's steps) remotely,
     print and save."""
-    problem = check_args(submission, mode, harness, runs, job, gpu, bench_args, sweep_args, harness_date)
+    problem = check_args(submission, mode, harness, runs, job, gpu, bench_args, sweep_args, harness_date, against,
+                         ab_args)
     if problem:
         _fail(problem)
+    if job == "ab":
+        code = run_ab(submission, against, gpu, out, ab_args)
+        if code:
+            raise SystemExit(code)
+        return
     if job != "eval":
         code = run_jobs(job, gpu, out, bench_args, sweep_args)
         if code:
@@ -884,8 +1126,11 @@ def preflight(argv: list[str]) -> tuple[int, str] | None:
         return 2, (f"error: no option {unknown} (the options: "
                    + ", ".join("--" + n.replace("_", "-") for n in defaults) + "; modal run modal_app.py --help)")
     args = {name: _flag(argv, "--" + name.replace("_", "-"), str(defaults[name])) for name in defaults}
+    if sum(a == "--against" or a.startswith("--against=") for a in argv) > 1:
+        return 2, "error: --against given more than once: give several as one comma-separated value (--against A,B)"
     problem = check_args(args["submission"], args["mode"], args["harness"], args["runs"], args["job"], args["gpu"],
-                         args["bench_args"], args["sweep_args"], args["harness_date"])
+                         args["bench_args"], args["sweep_args"], args["harness_date"], args["against"],
+                         args["ab_args"])
     if problem:
         return 2, problem
     if not _has_token() and _flag(argv, "--profile", "") == "":  # another profile: modal checks
