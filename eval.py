@@ -70,8 +70,9 @@ The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
 a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings``) and its
-arguments: the submission (an existing ``.py`` file), ``--json`` (a path it can write), the shapes (``--shapes``: a named set of shapes.json or a file, every case valid for
-the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
+arguments: the submission (an existing ``.py`` file, positional or ``--submission``),
+``--json`` (a path it can write), the shapes (``--shapes``: a named set of shapes.json or a
+file, every case valid for the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here; any of
 these failing stops with one ``error:`` line on stderr and exit 2. A case that runs longer
 than ``HEARTBEAT_S`` prints a "still running" line every ``HEARTBEAT_S`` seconds; one that
