@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import base64
 import collections
 import importlib.metadata
 import inspect
@@ -142,10 +141,6 @@ JOB_SET_OPTIONS = ("json", "md", "sweep")
 MODAL_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
               "H100", "H100!", "H200", "B200", "B200+")
 OUTPUT_TAIL_LINES = 200  # of a step's output, kept in its result
-# --job ab: the named public entries (benchmarks/leaders.py), fetched into the image at build time
-# at their pinned commits, each with a JSON of where it came from.
-LEADERS_DIR = "/root/leaders"
-LEADER_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 # One ab run's limit (its process is stopped there): ab's defaults time 20 rounds x 3 shapes x 50
 # leaderboard calls per file; not yet run on a B200, the limit is set generously for several
 # --against files and larger --ab-args.
@@ -169,39 +164,6 @@ def server_fetch_commands(commit: str = SERVER_COMMIT, dest: str = SERVER_DIR,
     ]
 
 
-def leader_entries() -> dict:
-    """{name: Entry} of benchmarks/leaders.py."""
-    from benchmarks.leaders import ENTRIES
-    return {e.name: e for e in ENTRIES}
-
-
-def leader_fetch_commands(entries=None, dest: str = LEADERS_DIR, url: str = LEADER_URL,
-                          python: str = "python") -> list[str]:
-    """Shell commands (one image build step) that download each named entry at its pinned
-    commit into dest/NAME.py, with dest/NAME.json (name, repo, commit, path, arch, url, sha256);
-    a download that fails or is empty fails the build, naming the entry."""
-    entries = list(leader_entries().values() if entries is None else entries)
-    spec = json.dumps([{"name": e.name, "repo": e.repo, "commit": e.commit, "path": e.path, "arch": e.arch,
-                        "url": url.format(repo=e.repo, commit=e.commit, path=e.path)} for e in entries])
-    script = textwrap.dedent("""
-        import hashlib, json, pathlib, sys, urllib.request
-        dest = pathlib.Path(sys.argv[1]); dest.mkdir(parents=True, exist_ok=True)
-        for e in json.loads(sys.argv[2]):
-            try:
-                data = urllib.request.urlopen(e["url"], timeout=120).read()
-            except Exception as exc:
-                sys.exit(f"error: could not fetch {e['name']} from {e['url']}: {exc}")
-            if not data:
-                sys.exit(f"error: {e['name']}: {e['url']} is empty")
-            (dest / (e["name"] + ".py")).write_bytes(data)
-            e["sha256"] = hashlib.sha256(data).hexdigest()
-            (dest / (e["name"] + ".json")).write_text(json.dumps(e, indent=1))
-    """).strip()
-    # One line (an image build step is one Dockerfile RUN line): the script travels base64-encoded.
-    code = f"import base64; exec(base64.b64decode('{base64.b64encode(script.encode()).decode()}'))"
-    return [f"{python} -c {shlex.quote(code)} {shlex.quote(dest)} {shlex.quote(spec)}"]
-
-
 # In the container the kit files sit in /root beside this module, as they do locally; the
 # server's files in SERVER_DIR (a build step: local files have to come last).
 base_image = (
@@ -222,12 +184,6 @@ for _name in JOB_FILES:
     job_image = job_image.add_local_file(HERE / _name, f"{JOB_DIR}/{_name}")
 for _name in JOB_DIRS:
     job_image = job_image.add_local_dir(HERE / _name, f"{JOB_DIR}/{_name}", ignore=JOB_IGNORE)
-# --job ab's image: the same layers, the named entries, the checkout's files in JOB_DIR.
-ab_image = base_image.run_commands(*leader_fetch_commands())
-for _name in JOB_FILES:
-    ab_image = ab_image.add_local_file(HERE / _name, f"{JOB_DIR}/{_name}")
-for _name in JOB_DIRS:
-    ab_image = ab_image.add_local_dir(HERE / _name, f"{JOB_DIR}/{_name}", ignore=JOB_IGNORE)
 
 app = modal.App(APP_NAME)
 
@@ -459,58 +415,23 @@ def run_job_remote(step: str, extra_args: str = "") -> dict:
 
 # ----------------------------------------------------------------------------- --job ab, GPU side
 
-def arch_problem(arch: str, capability: str | None) -> str | None:
-    """Why code built for ``arch`` (e.g. "sm_100a") cannot run on a GPU of compute capability
-    ``capability`` ("9.0"), or None. An "a" (architecture-specific) target runs on exactly its
-    own capability, an "f" (family) target on the same major version, a plain one on any at least
-    as high."""
-    hit = re.fullmatch(r"sm_(\d+)(\d)([af]?)", arch or "")
-    if not hit or not capability:
-        return None
-    need = (int(hit[1]), int(hit[2]))
-    have = tuple(int(x) for x in capability.split(".")[:2])
-    ok = {"a": have == need, "f": have[0] == need[0] and have >= need, "": have >= need}[hit[3]]
-    if ok:
-        return None
-    return f"built for {arch} (compute capability {need[0]}.{need[1]}{'' if hit[3] == '' else ' only'}); " \
-           f"this GPU is {capability}"
-
-
 def ab_job(new: dict, against: list[dict], ab_args: str = "", kit_dir: str | Path = JOB_DIR,
-           leaders_dir: str | Path = LEADERS_DIR, echo: bool = True) -> dict:
+           echo: bool = True) -> dict:
     """One ``python3 eval.py ab NEW BASE... --new-first`` in ``kit_dir``: ``new`` and each of
-    ``against`` is {"name", "source"} (a user's file) or {"entry": name} (a named entry, from
-    ``leaders_dir``). A named entry built for another GPU than this one is left out with one line
-    (``skipped``). Returns the environment, the command, exit status, seconds, the output's tail,
-    ab's JSON record (None where it wrote none), the files with their provenance, and ``passed``."""
-    kit_dir, leaders_dir = Path(kit_dir), Path(leaders_dir)
-    result = {"step": "ab", **job_environment(), "skipped": [], "files": []}
-    capability = _smi("compute_cap")
-    result["capability"] = capability
+    ``against`` is {"name", "source"}, a file of the user's. Returns the environment, the command,
+    exit status, seconds, the output's tail, ab's JSON record (None where it wrote none), the
+    files, and ``passed``."""
+    kit_dir = Path(kit_dir)
+    result = {"step": "ab", **job_environment(), "files": []}
     with tempfile.TemporaryDirectory(prefix="nvfp4_ab_") as tmp:
         paths = []
         for i, item in enumerate([new, *against]):
             folder = Path(tmp) / f"file{i}"
             folder.mkdir()
-            if "entry" in item:
-                meta = json.loads((leaders_dir / f"{item['entry']}.json").read_text())
-                why = arch_problem(meta.get("arch", ""), capability)
-                if why:
-                    result["skipped"].append(f"{item['entry']} ({meta['repo']} {meta['path']} at {meta['commit']}): "
-                                             f"not run: {why}")
-                    continue
-                target = folder / f"{item['entry']}.py"
-                shutil.copy(leaders_dir / f"{item['entry']}.py", target)
-                result["files"].append({"file": target.name, **meta})
-            else:
-                target = folder / Path(item["name"]).name
-                target.write_text(item["source"])
-                result["files"].append({"file": target.name, "name": item["name"]})
+            target = folder / Path(item["name"]).name
+            target.write_text(item["source"])
+            result["files"].append({"file": target.name, "name": item["name"]})
             paths.append(str(target))
-        if len(paths) < 2 or paths[0] != str(Path(tmp) / "file0" / Path(paths[0]).name):
-            result.update(returncode=None, passed=False, json=None, output_tail="",
-                          error="nothing to compare: " + "; ".join(result["skipped"] or ["no file left"]))
-            return result
         out = Path(tmp) / "ab.json"
         cmd = [sys.executable, "eval.py", "ab", *paths, "--new-first", "--json", str(out), *shlex.split(ab_args)]
         result["command"] = shlex.join(["python3", *cmd[1:]]).replace(tmp, "TMP")
@@ -523,7 +444,7 @@ def ab_job(new: dict, against: list[dict], ab_args: str = "", kit_dir: str | Pat
     return result
 
 
-@app.function(image=ab_image, gpu=DEFAULT_GPU, timeout=AB_TIMEOUT_S + 600)
+@app.function(image=job_image, gpu=DEFAULT_GPU, timeout=AB_TIMEOUT_S + 600)
 def run_ab_remote(new: dict, against: list[dict], ab_args: str = "") -> dict:
     """``ab_job`` in the copy of the checkout in JOB_DIR, on one GPU."""
     return ab_job(new, against, ab_args)
@@ -727,20 +648,14 @@ def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str) -> 
 
 
 def ab_markdown(result: dict, provenance: dict) -> str:
-    """The Markdown of one --job ab result: what ran where, the files with their provenance (a
-    named entry: repository, commit, path), the entries left out, ab's table."""
+    """The Markdown of one --job ab result: what ran where, the files, ab's table."""
     import ab
 
     info = {**{k: result.get(k) for k in ("device", "driver", "torch", "triton", "python", "date")}, **provenance}
     lines = [f"# A/B timing on {info.get('device') or 'an unknown GPU'}", "",
              f"`modal run modal_app.py --job ab`: {_provenance_line(info)}.", "",
              f"Command (in the container, from the kit's root): `{result.get('command', '?')}`", ""]
-    for f in result.get("files", []):
-        if "repo" in f:
-            lines.append(f"- `{f['file']}`: {f['repo']} `{f['path']}` at {f['commit']} (sha256 {f['sha256'][:12]})")
-        else:
-            lines.append(f"- `{f['file']}`: the local file {f['name']}")
-    lines += [f"- left out: {line}" for line in result.get("skipped", [])]
+    lines += [f"- `{f['file']}`: the local file {f['name']}" for f in result.get("files", [])]
     lines.append("")
     if result.get("json"):
         lines += ["```", ab.format_report(result["json"]), "```", ""]
@@ -760,8 +675,7 @@ def run_ab(submission: str, against: str, gpu: str, out: str, ab_args: str) -> i
     provenance = {"kit_revision": kit_revision(HERE), "kernel_revision": kernel_revision(HERE / "submission.py"),
                   "gpu_requested": gpu}
     new = {"name": Path(submission).name, "source": Path(submission).read_text()}
-    bases = [{"entry": item} if item in leader_entries()
-             else {"name": Path(item).name, "source": Path(item).read_text()} for item in against_items(against)]
+    bases = [{"name": Path(item).name, "source": Path(item).read_text()} for item in against_items(against)]
     fn = run_ab_remote if gpu == DEFAULT_GPU else run_ab_remote.with_options(gpu=gpu)
     print(f"running ab on Modal ({gpu}): {submission} against {against} ...", file=sys.stderr)
     try:
@@ -771,7 +685,7 @@ def run_ab(submission: str, against: str, gpu: str, out: str, ab_args: str) -> i
     except modal.exception.ConnectionError as exc:
         _fail(f"error: cannot reach Modal: {' '.join(str(exc).split())}")
     except Exception as exc:  # the container failed: image build, timeout, GPU unavailable...
-        result = {"step": "ab", "device": gpu, "passed": False, "files": [], "skipped": [],
+        result = {"step": "ab", "device": gpu, "passed": False, "files": [],
                   "error": f"the remote run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}"}
     markdown = ab_markdown(result, provenance)
     record = {"info": {**{k: result.get(k) for k in ("device", "driver", "torch", "triton", "python", "date")},
@@ -825,9 +739,8 @@ OPTION_HELP = {
                    "--reps 80\"); checked against bench_kernel.py's options before Modal is contacted"),
     "sweep_args": ("ARGS", "sweep: more options for bench_kernel.py --sweep, one quoted string (e.g. "
                    "\"--backends cuda\", or \"--grid benchmarks/FILE.json\" for a shorter grid)"),
-    "against": ("BASE[,BASE...]", "ab: what --submission is timed against (python3 eval.py ab in one container on "
-                "one GPU): submission files, or named public entries of benchmarks/leaders.py, fetched when the "
-                "image is built at their pinned commit; comma-separated for several"),
+    "against": ("BASE[,BASE...]", "ab: the submission files --submission is timed against (python3 eval.py ab in "
+                "one container on one GPU); comma-separated for several"),
     "ab_args": ("ARGS", "ab: more options for python3 eval.py ab, one quoted string (e.g. \"--rounds 30 --mode "
                 "benchmark\"); checked before Modal is contacted"),
 }
@@ -960,19 +873,14 @@ def ab_args_problem(text: str) -> str | None:
 
 
 def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
-    """--job ab's arguments: the submission a file, --against one or more named entries
-    (benchmarks/leaders.py) or files, --ab-args eval.py ab's options."""
-    problem = kit_eval.submission_problem(Path(submission))
-    if problem:
-        return f"error: {problem}"
-    items = against_items(against)
-    if not items:
-        names = ", ".join(leader_entries())
-        return (f"error: --job ab needs --against BASE[,BASE...]: submission files or named entries ({names})")
-    for item in items:
-        if item not in leader_entries() and not Path(item).is_file():
-            return (f"error: --against {item}: neither a named entry ({', '.join(leader_entries())}) nor an "
-                    "existing file")
+    """--job ab's arguments: the submission a file, --against one or more files, --ab-args
+    eval.py ab's options."""
+    for item in [submission, *against_items(against)]:
+        problem = kit_eval.submission_problem(Path(item))
+        if problem:
+            return f"error: {problem}"
+    if not against_items(against):
+        return "error: --job ab needs --against BASE[,BASE...]: the submission files to time --submission against"
     return ab_args_problem(ab_args) if ab_args.strip() else None
 
 

@@ -831,80 +831,24 @@ def test_no_arguments_runs_eval_only(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- --job ab
 
 
-def fake_leaders(folder, name="leader-x", arch="sm_100a", source=None):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.py").write_text(source or (FIXTURES / "good_submission.py").read_text())
-    (folder / f"{name}.json").write_text(json.dumps({"name": name, "repo": "someone/kernels", "commit": "ab" * 20,
-                                                     "path": "gemv/submission.py", "arch": arch,
-                                                     "sha256": "c" * 64}))
-    return folder
-
-
-def test_leader_entries_are_pinned_and_fetch_at_build_time(tmp_path):
-    """benchmarks/leaders.py's entries: a full commit hash each; the build step downloads every
-    entry from its URL (here a file:// stand-in for raw.githubusercontent.com) into NAME.py with
-    NAME.json naming repository, commit, path, arch and sha256; a missing file fails the step,
-    naming the entry."""
-    from benchmarks.leaders import ENTRIES, Entry
-
-    assert ENTRIES and all(re.fullmatch(r"[0-9a-f]{40}", e.commit) for e in ENTRIES)
-    assert modal_app.LEADER_URL == "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
-    src = tmp_path / "src"
-    entry = Entry("demo", "someone/kernels", "1" * 40, "gemv/sub.py", "sm_100a")
-    (src / entry.repo / entry.commit / "gemv").mkdir(parents=True)
-    (src / entry.repo / entry.commit / entry.path).write_text("print('hi')\n")
-    url = f"file://{src}/{{repo}}/{{commit}}/{{path}}"
-    (cmd,) = modal_app.leader_fetch_commands([entry], str(tmp_path / "dest"), url, python=sys.executable)
-    assert "\n" not in cmd  # one Dockerfile RUN line
-    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "dest" / "demo.py").read_text() == "print('hi')\n"
-    meta = json.loads((tmp_path / "dest" / "demo.json").read_text())
-    assert {k: meta[k] for k in ("repo", "commit", "path", "arch")} == {
-        "repo": "someone/kernels", "commit": "1" * 40, "path": "gemv/sub.py", "arch": "sm_100a"}
-    assert meta["sha256"] == __import__("hashlib").sha256(b"print('hi')\n").hexdigest()
-    missing = Entry("gone", "someone/kernels", "2" * 40, "gemv/sub.py", "sm_100a")
-    (cmd,) = modal_app.leader_fetch_commands([missing], str(tmp_path / "dest"), url, python=sys.executable)
-    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "error: could not fetch gone from file://" in proc.stderr
-
-
-@pytest.mark.parametrize("arch, capability, runs", [
-    ("sm_100a", "10.0", True), ("sm_100a", "9.0", False), ("sm_100a", "10.3", False), ("sm_100f", "10.3", True),
-    ("sm_90a", "10.0", False), ("sm_90", "10.0", True), ("sm_100a", None, True), ("", "9.0", True)])
-def test_arch_problem(arch, capability, runs):
-    why = modal_app.arch_problem(arch, capability)
-    assert (why is None) == runs, why
-    if not runs:
-        assert arch in why and f"this GPU is {capability}" in why
-
-
-def test_ab_job_on_cpu_checks_then_says_timing_needs_a_gpu(tmp_path, monkeypatch):
-    """The GPU side of --job ab, run here: an entry built for another GPU is left out in one
-    line; the files that remain go to eval.py ab (NEW first), which on this CPU checks them and
-    stops with its one line."""
-    leaders = fake_leaders(tmp_path / "leaders", arch="sm_100a")
-    monkeypatch.setattr(modal_app, "_smi", lambda field: "9.0" if field == "compute_cap" else None)
+def test_ab_job_on_cpu_checks_then_says_timing_needs_a_gpu():
+    """The GPU side of --job ab, run here: the files go to eval.py ab (NEW first), which on this
+    CPU checks them and stops with its one line."""
     new = {"name": "mine.py", "source": source("good_submission")}
-    against = [{"entry": "leader-x"}, {"name": "base.py", "source": source("good_plain_scales")}]
+    against = [{"name": "base.py", "source": source("good_plain_scales")}]
     result = modal_app.ab_job(new, against, "--shapes tests/fixtures/tiny.txt --check-shapes tests/fixtures/tiny.txt",
-                              kit_dir=ROOT, leaders_dir=leaders, echo=False)
-    assert result["skipped"] == ["leader-x (someone/kernels gemv/submission.py at " + "ab" * 20 + "): not run: built "
-                                 "for sm_100a (compute capability 10.0 only); this GPU is 9.0"]
+                              kit_dir=ROOT, echo=False)
     assert [f["file"] for f in result["files"]] == ["mine.py", "base.py"]
-    assert result["command"].startswith("python3 eval.py ab TMP/file0/mine.py TMP/file2/base.py --new-first --json")
+    assert result["command"].startswith("python3 eval.py ab TMP/file0/mine.py TMP/file1/base.py --new-first --json")
     if modal_app.gpu_name() == "cpu (no CUDA)":
         assert result["returncode"] == 2 and result["passed"] is False
         assert "NEW TMP/file0/mine.py: PASS" in result["output_tail"]
         assert "timing needs a CUDA GPU" in result["output_tail"]
-    only = modal_app.ab_job(new, [{"entry": "leader-x"}], kit_dir=ROOT, leaders_dir=leaders, echo=False)
-    assert only["passed"] is False and only["error"].startswith("nothing to compare: leader-x")
 
 
 def test_ab_entrypoint_writes_json_and_markdown(tmp_path, monkeypatch, capsys):
     """--job ab's local side: one remote call with the submission's source and each --against
-    (a named entry by name, a file by its source); ab's table printed; JSON and Markdown under
-    --out naming each entry's repository, commit and path."""
+    file's; ab's table printed; JSON and Markdown under --out naming each file."""
     import random as _random
 
     from test_ab import synthetic_record
@@ -914,44 +858,43 @@ def test_ab_entrypoint_writes_json_and_markdown(tmp_path, monkeypatch, capsys):
     record["comparisons"] = ab_module.analyze(record)
     remote_result = {"step": "ab", "device": "NVIDIA B200", "driver": "580", "torch": "2.9.1", "triton": "3.5.1",
                      "python": "3.12", "date": "2026-12-01", "command": "python3 eval.py ab ...", "returncode": 0,
-                     "passed": True, "skipped": [], "json": record, "output_tail": "",
+                     "passed": True, "json": record, "output_tail": "",
                      "files": [{"file": "submission.py", "name": "submission.py"},
-                               {"file": "gau-nernst-v2h.py", "repo": "gau-nernst/gpu-mode-kernels",
-                                "commit": "aee9cda6b6444f774ce5eaee1ec1a5c84acaa521",
-                                "path": "nvidia/nvfp4_gemv/submission_v2h.py", "sha256": "d" * 64}]}
+                               {"file": "base.py", "name": "base.py"}]}
     fake = FakeRemote(remote_result)
     monkeypatch.setattr(modal_app, "run_ab_remote", fake)
     base = tmp_path / "base.py"
     base.write_text(source("good_plain_scales"))
-    entry(job="ab", submission=str(FIXTURES / "good_submission.py"), against=f"gau-nernst-v2h,{base}",
+    entry(job="ab", submission=str(FIXTURES / "good_submission.py"), against=f"{base},{base}",
           out=str(tmp_path / "out"), ab_args="--rounds 6")
     (new, bases, ab_args), = fake.calls
     assert new == {"name": "good_submission.py", "source": source("good_submission")} and ab_args == "--rounds 6"
-    assert bases == [{"entry": "gau-nernst-v2h"}, {"name": "base.py", "source": source("good_plain_scales")}]
+    assert bases == [{"name": "base.py", "source": source("good_plain_scales")}] * 2
     printed = capsys.readouterr().out
     assert "verdict: NEW is faster by" in printed and "ab: PASS" in printed
     names = sorted(re.sub(r"\d{8}-\d{6}", "DATE", p.name) for p in (tmp_path / "out").iterdir())
     assert names == ["ab-nvidia-b200-DATE.json", "ab-nvidia-b200-DATE.md"]
     md = next((tmp_path / "out").glob("*.md")).read_text()
-    assert ("gau-nernst/gpu-mode-kernels `nvidia/nvfp4_gemv/submission_v2h.py` at "
-            "aee9cda6b6444f774ce5eaee1ec1a5c84acaa521") in md
+    assert "- `base.py`: the local file base.py" in md
     saved = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
     assert saved["ab"]["comparisons"][0]["geomean"]["verdict"] == "faster"
     monkeypatch.setattr(modal_app, "run_ab_remote", FakeRemote(RuntimeError("container exited")))
     with pytest.raises(SystemExit) as exc:
-        entry(job="ab", submission=str(FIXTURES / "good_submission.py"), against="gau-nernst-v2h",
+        entry(job="ab", submission=str(FIXTURES / "good_submission.py"), against=str(base),
               out=str(tmp_path / "out2"))
     assert exc.value.code == 1
     assert "ab: FAIL (the remote run failed: RuntimeError: container exited)" in capsys.readouterr().out
 
 
+GOOD_FILE = "tests/fixtures/good_submission.py"
 AB_ARG_ERRORS = [
     (["--job", "ab"], "--job ab needs --against BASE[,BASE...]"),
-    (["--job", "ab", "--against", "nobody-v9"], "--against nobody-v9: neither a named entry"),
-    (["--job", "ab", "--against", "submission.py", "--against", "gau-nernst-v2h"], "--against given more than once"),
-    (["--job", "ab", "--against", "gau-nernst-v2h", "--ab-args", "--json x.json"], "--json is set by the job"),
-    (["--job", "ab", "--against", "gau-nernst-v2h", "--ab-args", "--rounds x"], "argument --rounds: invalid int"),
-    (["--job", "ab", "--against", "gau-nernst-v2h", "--ab-args", "extra.py"], "the files come from --submission"),
+    (["--job", "ab", "--against", "nobody-v9.py"], "submission file nobody-v9.py not found"),
+    (["--job", "ab", "--against", "tests"], "tests is a folder, not a submission file"),
+    (["--job", "ab", "--against", "submission.py", "--against", GOOD_FILE], "--against given more than once"),
+    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "--json x.json"], "--json is set by the job"),
+    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "--rounds x"], "argument --rounds: invalid int"),
+    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "extra.py"], "the files come from --submission"),
 ]
 
 
@@ -969,5 +912,5 @@ def test_preflight_lets_good_ab_arguments_through(monkeypatch):
     monkeypatch.setattr(modal_app, "_has_token", lambda: True)
     monkeypatch.setattr(modal_app, "modal_unreachable", lambda: None)
     monkeypatch.chdir(ROOT)
-    assert modal_app.preflight(["--job", "ab", "--against", "gau-nernst-v2h,tests/fixtures/good_submission.py",
+    assert modal_app.preflight(["--job", "ab", "--against", "submission.py,tests/fixtures/good_submission.py",
                                 "--ab-args", "--rounds 30 --mode benchmark"]) is None
