@@ -1109,6 +1109,8 @@ def human_main(argv: list[str]) -> int:
         epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
                "python eval.py audit [SUBMISSION]. "
+               "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
+               "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("--submission", default="submission.py", help="the submission file (default: %(default)s)")
@@ -1289,6 +1291,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "audit":  # the checks live in audit.py, beside this file
         from audit import main as audit_main
         return audit_main(argv[1:])
+    if argv and argv[0] == "compile":  # the CuTe DSL compile check lives in cute_check.py, beside this file
+        from cute_check import main as compile_main
+        return compile_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
     if argv and argv[0] in MODES:
