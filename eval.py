@@ -1188,6 +1188,8 @@ def human_main(argv: list[str]) -> int:
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
                "python eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
                "python eval.py ab BASE NEW [NEW ...]. "
+               "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
+               "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
@@ -1387,6 +1389,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "ab":  # paired A/B timing lives in ab.py, beside this file
         from ab import main as ab_main
         return ab_main(argv[1:])
+    if argv and argv[0] == "compile":  # the CuTe DSL compile check lives in cute_check.py, beside this file
+        from cute_check import main as compile_main
+        return compile_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
     if argv and argv[0] in MODES:

@@ -128,8 +128,9 @@ STEP_TIMEOUT_S = {"check": 1500, "bench": 1200, "sweep": 3000}
 JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with the container's start
 TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite runs with (pyproject's dev extra)
 JOB_DIR = "/root/kit"
-JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "modal_app.py", "pyproject.toml", "README.md")
-JOB_DIRS = ("tests", "benchmarks")
+JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cute_check.py", "modal_app.py", "pyproject.toml",
+             "README.md")
+JOB_DIRS = ("tests", "benchmarks", "examples")
 JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
 # Not run in the container: the local side's tests (they run `modal` as a user does, without
 # Modal credentials, which a container holds).

@@ -1,0 +1,193 @@
+"""The CuteDSL route: ``eval.py compile`` (cute_check.py) and the example examples/cute_gemv.py.
+
+Compile checks need the DSL (``pip install -e ".[cute]"``; skipped with that reason without it);
+the example's CPU path needs it too (the file imports ``cutlass``). GPU tests compare the CuTe
+kernel with the example's torch path bit for bit."""
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, requires_cuda
+from tolerances import ATOL, RTOL
+
+import cute_check
+import nvfp4
+import reference
+
+EXAMPLE = ROOT / "examples" / "cute_gemv.py"
+BAD = ROOT / "tests" / "fixtures" / "cute_bad_fp4_convert.py"
+
+cute_check.add_dsl_paths()
+HAS_DSL = importlib.util.find_spec("cutlass") is not None and cute_check.dsl_version() is not None
+requires_dsl = pytest.mark.skipif(not HAS_DSL, reason="nvidia-cutlass-dsl not installed: pip install -e '.[cute]'")
+
+
+def _compile(path, *args):
+    return subprocess.run([sys.executable, "eval.py", "compile", str(path), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def example():
+    if not HAS_DSL:
+        pytest.skip("nvidia-cutlass-dsl not installed: pip install -e '.[cute]'")
+    spec = importlib.util.spec_from_file_location("cute_gemv_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------- the check itself
+
+@pytest.mark.parametrize("text, cute", [
+    ("import cutlass\n", True),
+    ("import cutlass.cute as cute\n", True),
+    ("x = 1\nfrom cutlass.cute.runtime import make_ptr\n", True),
+    ("import torch\n# import cutlass someday\n", False),
+    ("import cutlassy\n", False),
+    ("s = 'import cutlass'\n", False),
+])
+def test_a_cute_submission_is_one_that_imports_cutlass(text, cute):
+    assert cute_check.is_cute_source(text) is cute
+
+
+def test_a_non_cute_submission_gets_one_line_and_exit_2():
+    proc = _compile(ROOT / "submission.py")
+    assert proc.returncode == cute_check.EXIT_USAGE
+    assert proc.stdout.strip().splitlines() == [
+        f"{ROOT / 'submission.py'}: not a CuTe DSL submission (it imports no `cutlass`): nothing to compile"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--arch", "hopper"], "--arch takes names like sm_100a"),
+    (["--shapes", "nope"], "--shapes must name a list of shapes.json"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(args, needle):
+    proc = _compile(EXAMPLE, *args)
+    assert proc.returncode == cute_check.EXIT_USAGE
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_one_line_keeps_the_first_error_line_of_a_chained_dsl_message():
+    inner = RuntimeError("Failure while executing pass pipeline:\nerror: unknown: ptxas failed; error   : "
+                         "Instruction 'x' not supported\n  line 2; error : again\n%1 = llvm.add")
+    outer = ValueError("ICE banner")
+    outer.cause = inner
+    line = cute_check.one_line(outer)
+    assert line == ("ValueError: error: unknown: ptxas failed; error : Instruction 'x' not supported "
+                    "(+1 more error lines)")
+
+
+@requires_dsl
+def test_the_example_compiles_for_blackwell_and_hopper_without_a_gpu():
+    proc = _compile(EXAMPLE, "--arch", "sm_100a", "--arch", "sm_90a")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith(f"{EXAMPLE}: nvidia-cutlass-dsl ")
+    shapes = [f"{m}x{k}x{l}:" for m, k, l, _ in BENCHMARKS]
+    for arch in ("sm_100a", "sm_90a"):
+        mine = [ln for ln in lines if f"[{arch}]" in ln]
+        assert [ln.split()[2] for ln in mine] == shapes
+        assert all(ln.split()[3] == "compiled:" for ln in mine), mine
+        assert "1 function(s) compiled" in mine[0]
+
+
+@requires_dsl
+def test_the_known_bad_fixture_fails_on_hopper_with_the_dsls_message():
+    proc = _compile(BAD, "--arch", "sm_100a", "--arch", "sm_90a")
+    assert proc.returncode == cute_check.EXIT_FAIL, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    blackwell = [ln for ln in lines if "[sm_100a]" in ln]
+    hopper = [ln for ln in lines if "[sm_90a]" in ln]
+    assert len(blackwell) == len(hopper) == len(BENCHMARKS)
+    assert all(" compiled: " in ln and "via custom_kernel" in ln and "1 launch(es) skipped" in ln for ln in blackwell)
+    assert all(" FAIL " in ln and "not supported on .target 'sm_90a'" in ln for ln in hopper), hopper
+
+
+@requires_dsl
+def test_a_submission_that_compiles_nothing_fails(tmp_path):
+    path = tmp_path / "lazy.py"
+    path.write_text("import cutlass  # noqa: F401\n\ndef custom_kernel(data):\n    return data[6]\n")
+    proc = _compile(path)
+    assert proc.returncode == cute_check.EXIT_FAIL
+    assert "FAIL nothing was compiled" in proc.stdout
+
+
+@requires_dsl
+def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import cutlass  # noqa: F401\nraise ImportError('no such helper')\n")
+    proc = _compile(path, "--arch", "sm_90a")
+    assert proc.returncode == cute_check.EXIT_FAIL
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "broken.py [sm_90a] FAIL the submission does not import: ImportError: no such helper")
+
+
+# --------------------------------------------------------------------------- the example's arithmetic
+
+def test_the_e2m1_nibble_table_is_twice_the_e2m1_values(example):
+    doubled = [(example.E2M1_X2 >> (4 * c)) & 15 for c in range(8)]
+    assert doubled == [2 * v for v in nvfp4.E2M1_VALUES[:8]]
+
+
+def test_the_e4m3_integer_decode_matches_torch_for_every_finite_code(example):
+    codes = torch.arange(256, dtype=torch.int64)
+    mant, ee = example._e4m3_parts(codes)
+    value = mant.double() * torch.pow(2.0, (ee - 10).double())
+    value = torch.where(codes >= 128, -value, value)
+    exact = codes.to(torch.uint8).view(torch.float8_e4m3fn).double()
+    finite = (codes & 0x7F) != example.NAN_CODE
+    assert torch.equal(value[finite], exact[finite])
+    assert exact[~finite].isnan().all()
+    assert int((ee[finite] + ee[finite]).max()) <= 30 and int(ee.min()) >= 1  # the kernel's shift range
+
+
+@pytest.mark.parametrize("dist", ["full-range", "gaussian", "official"])
+@pytest.mark.parametrize("m, k, l", [(128, 256, 1), (256, 1536, 2), (128, 7168, 1)])
+def test_the_example_on_cpu_is_within_the_checkers_tolerance(example, m, k, l, dist):
+    data = make_input(m, k, l, 7, device="cpu", dist=dist)
+    expected = reference.ref_kernel(tuple(t.clone() for t in data)).float()
+    got = example.custom_kernel(data).float()
+    assert torch.allclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+def test_a_nan_scale_makes_its_row_nan_and_only_that_row(example):
+    data = make_input(128, 512, 2, 3, device="cpu", dist="full-range")
+    data[2].view(torch.uint8)[5, 7, 1] = 0x7F  # sfa row 5, block 7, batch 1
+    got = example.custom_kernel(data)
+    assert got[5, 0, 1].isnan()
+    assert not got[:, :, 0].isnan().any() and int(got.isnan().sum()) == 1
+
+
+def test_bad_input_is_one_clear_error(example):
+    data = list(make_input(128, 256, 1, 1, device="cpu"))
+    data[6] = data[6].float()
+    with pytest.raises(TypeError, match="c float16"):
+        example.custom_kernel(tuple(data))
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", OFFICIAL_TESTS[:3] + BENCHMARKS, ids=lambda c: "x".join(map(str, c[:3])))
+def test_gpu_the_cute_kernel_equals_its_torch_order_bit_for_bit(example, case):
+    m, k, l, seed = case
+    data = make_input(m, k, l, seed, device="cuda", dist="full-range")
+    data[2].view(torch.uint8)[3, 1, 0] = 0x7F  # one NaN scale: row 3 of batch 0 is NaN
+    c_kernel = example.custom_kernel(tuple(t.clone() for t in data)).clone()
+    torch.cuda.synchronize()
+    c_torch = example._torch_same_order(tuple(t.clone() for t in data), m, k, l)
+    same = (c_kernel.view(torch.int16) == c_torch.view(torch.int16)) | (c_kernel.isnan() & c_torch.isnan())
+    assert bool(same.all()), f"{int((~same).sum())} outputs differ"
+    expected = reference.ref_kernel(tuple(t.clone() for t in data)).float()
+    assert torch.allclose(c_kernel.float(), expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="runs where there is no GPU")
+def test_without_a_gpu_the_example_takes_its_torch_path(example):
+    data = make_input(128, 256, 1, 1, device="cpu")
+    assert example.custom_kernel(data) is data[6]
