@@ -170,17 +170,6 @@ def arch(capability: tuple) -> str:
     return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
 
 
-def _load(names: list, what: str):
-    for path in names:
-        try:
-            for dep in glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*")):
-                ctypes.CDLL(dep, mode=ctypes.RTLD_GLOBAL)  # NVRTC opens it by name at compile time
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    raise RuntimeError(f"{what} not found (tried {len(names)} places)")
-
-
 def nvrtc():
     """libnvrtc: NVFP4_GEMV_NVRTC, the pip wheels (nvidia/*/lib), torch's lib, /usr/local/cuda."""
     names = [os.environ.get("NVFP4_GEMV_NVRTC", "")]
@@ -188,8 +177,15 @@ def nvrtc():
         names += sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib", "libnvrtc.so*")), reverse=True)
     names += glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libnvrtc*.so*"))
     names += sorted(glob.glob("/usr/local/cuda/lib64/libnvrtc.so*"), reverse=True)
-    names += ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
-    return _load([n for n in names if n and "builtins" not in n], "NVRTC (libnvrtc.so)")
+    names = [n for n in names if n and "builtins" not in n] + ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    for path in names:
+        try:
+            for dep in glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*")):
+                ctypes.CDLL(dep, mode=ctypes.RTLD_GLOBAL)  # NVRTC opens it by name at compile time
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    raise RuntimeError(f"NVRTC (libnvrtc.so) not found; set NVFP4_GEMV_NVRTC to its path (tried {len(names)})")
 
 
 def compile_cubin(cfg: Config, target: str) -> bytes:
@@ -213,8 +209,8 @@ def compile_cubin(cfg: Config, target: str) -> bytes:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-_KERNELS = {}  # (device index, Config) -> CUfunction
-_LAUNCHES = {}  # (device index, shape, strides) -> (function, ctypes arguments)
+_KERNELS = {}  # (device index, Config) -> (libcuda, the loaded kernel)
+_LAUNCHES = {}  # (device index, shape, strides) -> the launch call's arguments, as ctypes storage
 
 
 def _kernel(device: torch.device, cfg: Config):

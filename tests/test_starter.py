@@ -4,11 +4,12 @@ CPU: the server's upload rules and the import contract; the config table (one en
 benchmark shape, every entry launchable); eval.py's test mode through the real harness, as the
 server runs it; bad input named in one line; the torch fallback against the exact reference;
 the kernel source compiled by NVRTC for sm_90a and sm_100a (with its machine code checked where
-cuobjdump is found); the decode functions of the kernel built on the host with g++ (stand-ins
-for three intrinsics) and compared with exact tables over every code pair and random words.
-GPU (marked gpu): every official test and benchmark shape on official and full-range data
-against the float64 reference with c poisoned before each call, repeats bit-identical, every
-config on extreme values bit for bit, NaN scales, and bad input.
+cuobjdump is found); with g++, the kernel's decode functions built for the host (stand-ins for
+three intrinsics) against exact tables over every code pair and random words, and the whole
+kernel built for the host (a warp's lanes as threads) against the float64 reference for every
+config. GPU (marked gpu): every official test and benchmark shape on official and full-range
+data against the float64 reference with c poisoned before each call, repeats bit-identical,
+every config bit for bit on extreme values, NaN scales, and bad input.
 """
 
 import ast
@@ -265,13 +266,37 @@ def test_decode_functions_against_exact_tables(tmp_path):
             assert struct.pack("<f", got) == struct.pack("<f", want), f"e4m3 code {code:#04x}: {got} != {want}"
 
 
+def _expected(data):
+    return reference.ref_kernel(data[:6] + (data[6].clone(),))
+
+
+def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code, device="cuda"):
+    """Every byte of a, b and of each scale tensor (plain and permuted) set to one value."""
+    data = make_input(m, k, l, 5, device)
+    for i, byte in ((0, a_byte), (1, b_byte), (2, sa_code), (3, sb_code), (4, sa_code), (5, sb_code)):
+        data[i].view(torch.uint8).fill_(byte)
+    return data
+
+
+# (a byte, b byte, sfa code, sfb code): sums of equal terms, exact in fp32, so every config must
+# give the reference's answer bit for bit (inf where it overflows fp16).
+EXTREMES = [
+    (0x77, 0x77, 0x01, 0x01),  # 6 x 6 everywhere, both scales 2^-9: the smallest scale product
+    (0x77, 0xFF, 0x7E, 0x01),  # 6 x -6, 448 x 2^-9
+    (0x77, 0x77, 0x7E, 0x7E),  # the largest values and scales: c overflows fp16 to inf
+    (0xF7, 0x77, 0x7E, 0x7E),  # (6, -6) . (6, 6): every pair cancels, 0
+]
+EXTREME_IDS = ("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling")
+
+
 # The whole kernel on the host: each warp's 32 lanes as 32 threads (the butterfly's shuffles through
 # a barrier), blocks and warps one after another; only the fp16 conversion's inline PTX is replaced.
 HOST_KERNEL_SHIMS = r"""
-#include <barrier>
+#include <condition_variable>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <mutex>
 #include <thread>
 #include <vector>
 #define __global__
@@ -281,13 +306,26 @@ struct uint4 { unsigned x, y, z, w; };
 struct D3 { unsigned x, y, z; };
 thread_local D3 threadIdx, blockIdx;
 static float slots[32];
-static std::barrier<>* warp_barrier;
+static std::mutex warp_mutex;
+static std::condition_variable warp_cv;
+static int arrived = 0, generation = 0;
+static void warp_barrier() {  // blocks (no spinning: 32 threads share few cores)
+  std::unique_lock<std::mutex> lock(warp_mutex);
+  const int g = generation;
+  if (++arrived == 32) {
+    arrived = 0;
+    ++generation;
+    warp_cv.notify_all();
+  } else {
+    warp_cv.wait(lock, [g] { return generation != g; });
+  }
+}
 static float __shfl_xor_sync(unsigned, float v, int o) {
   const unsigned lane = threadIdx.x % 32;
   slots[lane] = v;
-  warp_barrier->arrive_and_wait();
+  warp_barrier();
   const float r = slots[lane ^ o];
-  warp_barrier->arrive_and_wait();
+  warp_barrier();
   return r;
 }
 template <class T> static T __ldg(const T* p) { return *p; }
@@ -311,8 +349,6 @@ int main(int argc, char** argv) {  // DIR GRID_X GRID_Y and the kernel's 9 scala
   for (int i = 0; i < 9; ++i) s[i] = std::stoll(argv[4 + i]);
   auto a = slurp(dir + "/a"), b = slurp(dir + "/b"), sfa = slurp(dir + "/sfa"), sfb = slurp(dir + "/sfb"),
        c = slurp(dir + "/c");
-  std::barrier<> bar(32);
-  warp_barrier = &bar;
   for (unsigned y = 0; y < gy; ++y)
     for (unsigned x = 0; x < gx; ++x)
       for (unsigned w = 0; w < THREADS / 32; ++w) {
@@ -350,13 +386,26 @@ def _host_kernel(cxx: str, cfg, tmp_path: Path) -> Path:
 
 def _storage_bytes(t: torch.Tensor) -> bytes:
     assert t.storage_offset() == 0
-    return bytes(t.untyped_storage())
+    return torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage()).numpy().tobytes()
+
+
+def _host_run(exe: Path, data, tmp_path: Path) -> torch.Tensor:
+    """The host-built kernel on ``data`` (its tensors' memory as it is), c poisoned (NaN) first."""
+    a, b, sfa, sfb, _, _, c = data
+    c.fill_(float("nan"))
+    _, grid, scalars = starter.launch_plan(a, b, sfa, sfb, c)
+    for name, t in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb), ("c", c)):
+        (tmp_path / name).write_bytes(_storage_bytes(t))
+    subprocess.run([str(exe), str(tmp_path), *map(str, grid), *map(str, scalars)], check=True, timeout=300)
+    raw = torch.frombuffer(bytearray((tmp_path / "c").read_bytes()), dtype=torch.float16)
+    return raw.as_strided(c.shape, c.stride())
 
 
 def test_whole_kernel_on_the_host_every_config(tmp_path, monkeypatch):
     """Every config's kernel, built for the host, on generate_input's own memory layouts (plain
-    scales, permuted a/b/c views) with full-range values and c poisoned (NaN): the answer of the
-    float64 reference at the kernel tolerance, for K spread unevenly over the lanes of a row."""
+    scales, permuted a/b/c views) with c poisoned (NaN): on full-range values the float64
+    reference's answer at the kernel tolerance, for K spread unevenly over the lanes of a row; on
+    the extreme uniform values of the GPU test below, that answer bit for bit."""
     cxx = shutil.which("g++")
     if not cxx:
         pytest.skip("no g++ here to build the kernel for the host")
@@ -365,16 +414,14 @@ def test_whole_kernel_on_the_host_every_config(tmp_path, monkeypatch):
         monkeypatch.setattr(starter, "DEFAULT", cfg)
         for m, k, l in ((128, 64, 3), (256, 1088, 2), (128, 2048, 1)):
             data = make_input(m, k, l, m + k + cfg.threads, "cpu", "full-range")
-            a, b, sfa, sfb, _, _, c = data
-            c.fill_(float("nan"))
-            _, grid, scalars = starter.launch_plan(a, b, sfa, sfb, c)
-            for name, t in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb), ("c", c)):
-                (tmp_path / name).write_bytes(_storage_bytes(t))
-            subprocess.run([str(exe), str(tmp_path), *map(str, grid), *map(str, scalars)], check=True, timeout=300)
-            raw = torch.frombuffer(bytearray((tmp_path / "c").read_bytes()), dtype=torch.float16)
-            out = raw.as_strided(c.shape, c.stride())
+            out = _host_run(exe, data, tmp_path)
             reasons = verbose_allclose(out, _expected(data), rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
             assert not reasons, f"{cfg} {m}x{k}x{l}:\n" + "\n".join(reasons)
+        for codes in EXTREMES:
+            data = _uniform(128, 16384, 2, *codes, device="cpu")
+            out, expected = _host_run(exe, data, tmp_path), _expected(data)
+            assert torch.equal(out.view(torch.int16), expected.view(torch.int16)), (cfg, codes, out[:2, 0, 0],
+                                                                                    expected[:2, 0, 0])
 
 
 # --------------------------------------------------------------------------- GPU
@@ -386,10 +433,6 @@ def _run(data):
     torch.cuda.synchronize()
     assert out.data_ptr() == data[6].data_ptr(), "the starter writes into c"
     return out.clone()
-
-
-def _expected(data):
-    return reference.ref_kernel(data[:6] + (data[6].clone(),))
 
 
 @gpu
@@ -404,23 +447,10 @@ def test_gpu_every_shape_against_the_float64_reference(m, k, l, seed, dist):
     assert torch.equal(first.view(torch.int16), again.view(torch.int16)), "repeats differ"
 
 
-def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
-    data = make_input(m, k, l, 5, "cuda")
-    for i, byte in ((0, a_byte), (1, b_byte), (2, sa_code), (3, sb_code), (4, sa_code), (5, sb_code)):
-        data[i].view(torch.uint8).fill_(byte)
-    return data
-
-
 @gpu
-@pytest.mark.parametrize("a_byte, b_byte, sa_code, sb_code", [
-    (0x77, 0x77, 0x01, 0x01),  # 6 x 6 everywhere, both scales 2^-9: the smallest scale product
-    (0x77, 0xFF, 0x7E, 0x01),  # 6 x -6, 448 x 2^-9
-    (0x77, 0x77, 0x7E, 0x7E),  # the largest values and scales: c overflows fp16 to inf
-    (0xF7, 0x77, 0x7E, 0x7E),  # (6, -6) . (6, 6): every pair cancels, 0
-], ids=("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling"))
+@pytest.mark.parametrize("a_byte, b_byte, sa_code, sb_code", EXTREMES, ids=EXTREME_IDS)
 def test_gpu_every_config_exact_on_extreme_values(a_byte, b_byte, sa_code, sb_code, monkeypatch):
-    """Sums of equal terms stay exact in fp32 here, so every config must give the reference's
-    answer bit for bit (inf where it overflows)."""
+    """EXTREMES on the GPU: every config gives the reference's answer bit for bit."""
     for cfg in _configs():
         monkeypatch.setattr(starter, "DEFAULT", cfg)
         monkeypatch.setattr(starter, "_LAUNCHES", {})
