@@ -21,12 +21,17 @@ setting is reported and left out of the statistics.
 
 Statistics (pure functions below, tested on synthetic timings): per shape, each side's mean of
 all its timed calls (the server's statistic) and per round the ratio of the two sides' round
-means. The ratio NEW / BASE is the geometric mean of the per-round ratios, with a 95% Student
-t-interval on the per-round log ratios (paired across rounds: what changes from round to round
-cancels within a round). The geomean ratio (the ratio of the leaderboard scores) is treated the
-same way on each round's mean log ratio over the shapes. Verdict: faster when the whole interval
-lies below 1, slower when above, else "no difference this run could detect", with the smallest
-difference it could have detected (the interval's half-width) -- always for the GPU it ran on.
+means (paired: what changes from round to round cancels within a round). The rounds are shared
+out among ``--workers`` worker sets, each file in a fresh process per set, because two processes
+of one file can differ steadily (the kit's per-process race and tuning, memory placement: on an
+H100 an A/A run in one worker set gave offsets up to 0.40% with per-round noise of 0.3-0.5%).
+The ratio NEW / BASE is exp of the mean over the worker sets of their mean per-round log ratio,
+with a 95% Student t-interval over the worker sets (N - 1 degrees of freedom; with one worker set,
+over the rounds, which leaves the process-to-process part out). The geomean ratio (the ratio of
+the leaderboard scores) is treated the same way on each round's mean log ratio over the shapes.
+Verdict: faster when the whole interval lies below 1, slower when above, else "no difference this
+run could detect", with the smallest difference it could have detected (the interval's
+half-width) -- always for the GPU it ran on.
 
 Exit status: 0 when every file passed and was timed; 112 when one failed its checks or failed
 during timing (the others are still compared); 2 for bad arguments or without CUDA; 130 Ctrl-C.
@@ -55,6 +60,11 @@ LEVEL = 0.95  # the intervals' confidence level
 # shape, the count the server's leaderboard loop stops at (eval.LEADERBOARD_CASE). Not yet tuned
 # by a measurement: benchmarks/ab_calibration.py gives the spread per round to choose by.
 DEFAULT_ROUNDS = 20
+# Worker sets per run: on an H100 (2026-11-25) an A/A run of one worker per file (80 rounds) gave
+# steady offsets of -0.09% / +0.40% / +0.18% on the three benchmark shapes whatever the order, with
+# per-round log-ratio sd 0.3-0.5%: the process, not the round, is the unit that varies, so the
+# interval is taken over fresh worker sets (Student t with N - 1 degrees of freedom).
+DEFAULT_WORKERS = 5
 DEFAULT_REPEATS = 50
 MIN_REPEATS = 3  # eval.should_stop never stops before three calls
 NVML_PERIOD_S = 0.05  # how often NVML is read while a round runs
@@ -152,6 +162,16 @@ def paired_ratio(base: list[float], new: list[float], level: float = LEVEL) -> d
     return log_interval([math.log(n / b) for b, n in zip(base, new, strict=True)], level)
 
 
+def grouped_interval(logs: list[float], groups: list[int], level: float = LEVEL) -> dict:
+    """``log_interval`` over the groups' means of ``logs`` (one group per worker set) when there
+    are two groups or more, else over the logs themselves; ``groups`` names the unit."""
+    sets = sorted(set(groups))
+    if len(sets) < 2:
+        return {**log_interval(logs, level), "unit": "round"}
+    means = [statistics.fmean([x for x, g in zip(logs, groups, strict=True) if g == k]) for k in sets]
+    return {**log_interval(means, level), "unit": "worker set", "rounds": len(logs)}
+
+
 def verdict(iv: dict, gpu: str, level: float = LEVEL) -> tuple[str, str]:
     """(faster|slower|same|unknown, a sentence) for an interval of NEW / BASE on ``gpu``."""
     pct = round(100 * level)
@@ -225,26 +245,26 @@ def analyze(record: dict) -> list[dict]:
     out = []
     for base, new in record["pairs"]:
         rows, per_round_logs = [], {}
+        sets = {r["index"]: r.get("worker_set", 0) for r in kept}
         for shape in shapes:
             pooled = {base: [], new: []}
-            b_means, n_means, rounds_used = [], [], []
+            logs, rounds_used = [], []
             for r in kept:
                 tb, tn = r["times"].get(base, {}).get(shape), r["times"].get(new, {}).get(shape)
                 if not tb or not tn:
                     continue
                 pooled[base] += tb
                 pooled[new] += tn
-                b_means.append(sum(tb) / len(tb))
-                n_means.append(sum(tn) / len(tn))
+                logs.append(math.log((sum(tn) / len(tn)) / (sum(tb) / len(tb))))
                 rounds_used.append(r["index"])
-                per_round_logs.setdefault(r["index"], {})[shape] = math.log(n_means[-1] / b_means[-1])
-            iv = paired_ratio(b_means, n_means)
+                per_round_logs.setdefault(r["index"], {})[shape] = logs[-1]
+            iv = grouped_interval(logs, [sets[i] for i in rounds_used])
             kind, sentence = verdict(iv, gpu)
             rows.append({"shape": shape, "base_mean_us": _mean_us(pooled[base]), "new_mean_us": _mean_us(pooled[new]),
                          "base_calls": len(pooled[base]), "new_calls": len(pooled[new]), "rounds": rounds_used,
                          **iv, "verdict": kind, "sentence": sentence})
-        complete = [logs for _, logs in sorted(per_round_logs.items()) if len(logs) == len(shapes)]
-        geo = log_interval([sum(logs.values()) / len(logs) for logs in complete])
+        complete = [(i, logs) for i, logs in sorted(per_round_logs.items()) if len(logs) == len(shapes)]
+        geo = grouped_interval([sum(logs.values()) / len(logs) for _, logs in complete], [sets[i] for i, _ in complete])
         kind, sentence = verdict(geo, gpu)
         geo.update(verdict=kind, sentence=sentence,
                    base_geomean_us=ev.geomean(r["base_mean_us"] for r in rows),
@@ -403,6 +423,11 @@ def _interval(row: dict) -> str:
     return "-" if row.get("low") is None else f"[{row['low']:.4f}, {row['high']:.4f}]"
 
 
+def _over(row: dict) -> str:
+    """What the interval is over: "5 sets" or "16 rounds"."""
+    return f"{row['n']} sets" if row.get("unit") == "worker set" else f"{row['n']} rounds"
+
+
 def format_report(record: dict) -> str:
     """The table of a run record (what ``main`` prints; modal_app.py prints it for remote runs)."""
     gpu = record.get("gpu", {})
@@ -421,18 +446,20 @@ def format_report(record: dict) -> str:
     for r in rounds:
         if r.get("excluded"):
             lines.append(f"  round {r['index'] + 1} left out: {r.get('excluded')}")
-    method = f"{round(100 * LEVEL)}% Student t-interval on the per-round log ratios"
+    sets = settings.get("workers", 1)
+    method = (f"{round(100 * LEVEL)}% Student t-interval over {sets} worker sets" if sets and sets > 1 else
+              f"{round(100 * LEVEL)}% Student t-interval on the per-round log ratios")
     for cmp in record.get("comparisons", []):
         base, new = cmp["base"], cmp["new"]
         lines += ["", f"{new} vs {base} (ratio {new} / {base}; {method}):",
                   f"  {'shape':<14} {base + ' µs':>12} {new + ' µs':>12} {'ratio':>8} {'interval':>18} "
-                  f"{'rounds':>6}  verdict"]
+                  f"{'over':>9}  verdict"]
         for row in cmp["shapes"]:
             lines.append(f"  {row['shape']:<14} {_fmt(row['base_mean_us']):>12} {_fmt(row['new_mean_us']):>12} "
-                         f"{_fmt(row['ratio'], '.4f'):>8} {_interval(row):>18} {row['n']:>6}  {short_verdict(row)}")
+                         f"{_fmt(row['ratio'], '.4f'):>8} {_interval(row):>18} {_over(row):>9}  {short_verdict(row)}")
         geo = cmp["geomean"]
         lines.append(f"  {'geomean':<14} {_fmt(geo['base_geomean_us']):>12} {_fmt(geo['new_geomean_us']):>12} "
-                     f"{_fmt(geo['ratio'], '.4f'):>8} {_interval(geo):>18} {geo['n']:>6}  {short_verdict(geo)}")
+                     f"{_fmt(geo['ratio'], '.4f'):>8} {_interval(geo):>18} {_over(geo):>9}  {short_verdict(geo)}")
         lines.append(f"verdict: {new} is {geo['sentence']}" if geo["verdict"] in ("faster", "slower")
                      else f"verdict: {new} vs {base}: {geo['sentence']}")
     for line in record.get("failures", []):
@@ -459,6 +486,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
                    help="timed calls per file, shape and round, at most (default %(default)s); the server's "
                         "stopping rule may end a loop sooner")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+                   help="fresh worker processes per file N times in the run, the rounds shared out among them "
+                        "(default %(default)s): two processes of one file can differ by a steady few tenths of a "
+                        "percent (the kit's per-process race and tuning, memory placement), which only fresh "
+                        "processes show; the interval is over the worker sets when N >= 2")
     p.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="start no round after this many seconds of rounds (at least two run)")
     p.add_argument("--json", metavar="PATH", help="write everything (GPU, clocks per round, versions, files, "
@@ -479,6 +511,9 @@ def _usage_problem(args) -> str:
             return problem
     if args.rounds < 2:
         return f"--rounds must be at least 2 (an interval needs two rounds), got {args.rounds}"
+    if args.workers < 1:
+        return f"--workers must be at least 1, got {args.workers}"
+    args.workers = min(args.workers, args.rounds)  # a worker set runs one round at least
     if args.repeats < MIN_REPEATS:
         return f"--repeats must be at least {MIN_REPEATS}, got {args.repeats}"
     if args.time_budget is not None and not args.time_budget > 0:
@@ -545,9 +580,7 @@ def _run(args, cases: dict) -> int:
         notes = ev.header_warnings(Path(path))
         files.append({"label": label, "path": path, "sha256": sha256_of(Path(path)), "git": git_revision(Path(path)),
                       "notes": notes, "passed": False, "error": "", "backend": ""})
-    workers = {f["label"]: ev.Worker(f["path"], "official", ev._env_flag(ev.ENV_CHECK_INPUTS, True),
-                                     lambda s: _progress(f"    ... still running ({s:.0f} s)"),
-                                     timeout=args.timeout, ignore_interrupt=True) for f in files}
+    workers = _new_workers(files, args)
     try:
         return _checked_and_timed(args, cases, files, workers, pairs, leaderboard)
     except BaseException:
@@ -557,6 +590,13 @@ def _run(args, cases: dict) -> int:
     finally:
         for w in workers.values():
             w.close()
+
+
+def _new_workers(files: list[dict], args) -> dict:
+    """{label: a fresh eval.Worker (its own process) for that file}."""
+    return {f["label"]: ev.Worker(f["path"], "official", ev._env_flag(ev.ENV_CHECK_INPUTS, True),
+                                  lambda s: _progress(f"    ... still running ({s:.0f} s)"),
+                                  timeout=args.timeout, ignore_interrupt=True) for f in files}
 
 
 def _cuda_available() -> bool:
@@ -594,7 +634,10 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
               "versions": _versions(), "settings": {"mode": args.mode, "rounds": args.rounds, "repeats": args.repeats,
                                                     "time_budget_s": args.time_budget, "level": LEVEL,
                                                     "shapes": args.shapes, "check_shapes": args.check_shapes,
-                                                    "method": "Student t-interval on per-round log ratios"},
+                                                    "workers": args.workers,
+                                                    "method": "Student t-interval over the worker sets' means of "
+                                                              "per-round log ratios (over the rounds with one "
+                                                              "worker set)"},
               "files": files, "shapes": shapes, "pairs": pairs, "rounds": [], "failures": []}
     record["failures"] = [f"{f['label']} {f['path']}: {f['error']}" for f in files if not f["passed"]]
     if not pairs:
@@ -602,19 +645,31 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
         _write(args.json, record)
         return ev.EXIT_FAIL
     timed = [f for f in files if f["label"] in {x for p in pairs for x in p}]
-    for f in timed:
-        _progress(f"[ab] warming {f['label']} ({args.mode} warm-up)")
-        ev.warm_up(workers[f["label"]], cases["timed"], leaderboard)
     per_case = (ev.LEADERBOARD_CASE if leaderboard else ev.BENCH_CASE)[1]
     monitor = RoundMonitor(nvml.sample) if nvml else None
     t0 = time.monotonic()
+    # Worker set w runs rounds starts[w] .. starts[w + 1] - 1, each file in a fresh process.
+    starts = [round(w * args.rounds / args.workers) for w in range(args.workers + 1)]
     for index in range(args.rounds):
         if args.time_budget is not None and index >= 2 and time.monotonic() - t0 > args.time_budget:
             _progress(f"[ab] time budget of {args.time_budget:g} s spent after {index} rounds")
             break
+        worker_set = max(w for w in range(args.workers) if starts[w] <= index)
+        if index == starts[worker_set]:
+            if worker_set:
+                _progress(f"[ab] worker set {worker_set + 1}/{args.workers}: a fresh process per file")
+                fresh = _new_workers(timed, args)
+                for w in workers.values():
+                    w.close()
+                workers.clear()
+                workers.update(fresh)
+            for f in timed:
+                _progress(f"[ab] warming {f['label']} ({args.mode} warm-up)")
+                ev.warm_up(workers[f["label"]], cases["timed"], leaderboard)
         alive = [f for f in timed if f["passed"]]
         order = [alive[i] for i in round_order(len(alive), index)]
-        entry = {"index": index, "order": [f["label"] for f in order], "times": {f["label"]: {} for f in order}}
+        entry = {"index": index, "worker_set": worker_set, "order": [f["label"] for f in order],
+                 "times": {f["label"]: {} for f in order}}
         r0 = time.monotonic()
         if monitor:
             monitor.start()
@@ -641,6 +696,7 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                   + (f", {tel['power_w_max']:.0f} W" if tel.get("power_w_max") is not None else "")
                   + (f", {tel['temp_c_max']} C" if tel.get("temp_c_max") is not None else "")
                   + (f"; left out: {entry['excluded']}" if entry.get("excluded") else ""))
+    record["seconds_total"] = round(time.monotonic() - t0, 1)  # the rounds, the later worker sets' start
     record["pairs"] = [p for p in pairs if all(f["passed"] for f in files if f["label"] in p)]
     record["comparisons"] = analyze(record)
     print(format_report(record), flush=True)

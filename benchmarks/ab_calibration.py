@@ -2,24 +2,26 @@
 
     python3 benchmarks/ab_calibration.py --out benchmarks/results/ab-calibration   # needs CUDA
 
-(a) A/A: the submission against a copy of itself, ``--aa-blocks`` x ``--aa-rounds`` rounds in one
-    ``eval.py ab`` run, cut into ``--aa-blocks`` disjoint blocks of ``--aa-rounds`` rounds, each
-    block one A/A experiment: how often its 95% interval holds 1.0 (per shape and for the
-    geomean), with that share's binomial standard error and Wilson 95% interval.
+(a) A/A: the submission against a copy of itself in one ``eval.py ab`` run of ``--aa-sets``
+    worker sets (each file in a fresh process per set) of ``--aa-rounds`` rounds each, cut into
+    experiments of ``--aa-sets-per-experiment`` consecutive worker sets, each analysed as ab
+    analyses a run: how often its 95% interval holds 1.0 (per shape and for the geomean), with
+    that share's binomial standard error and Wilson 95% interval; and the spread split into its
+    process-to-process and round-to-round parts.
 (b) A known slowdown: two copies of the submission whose ``custom_kernel`` also runs
     ``torch.cuda._sleep(cycles)`` after the kernel, BASE with ``--sleep-base`` cycles, NEW with
-    enough more to add ``--slow-ns`` nanoseconds (both carry the extra launch, so the difference
-    is the extra spin alone). Cycles per nanosecond are measured here with CUDA events around a
-    long ``_sleep`` before and after the run; the added time is reported as measured. Then: was
-    it detected, with the right sign, and how the estimated difference compares with the known.
+    ``--slow-ns`` nanoseconds more (both carry the extra launch, so the difference is the extra
+    spin alone). The difference is measured twice in this process: by CUDA events around the
+    spin alone, and inside the harness's timed region (L2 clear, events around custom_kernel and
+    the spin), the two wrappers alternating call by call; then ab runs the two files in worker
+    sets: was it detected, with the right sign, and how its estimate compares with the known.
 (c) From the A/A run: the smallest difference detectable (the 95% interval's half-width) within
-    ``--budget`` seconds per benchmark shape, from the per-round spread and the seconds a round
-    took.
+    ``--budget`` seconds per benchmark shape, from the spread of the worker sets' means and the
+    time a worker set took.
 
 Writes calibration.json (everything, with both ab records) and calibration.md under ``--out``.
-Its defaults are sized to fit about 8 minutes on an H100 (an estimate, not yet a measurement:
-the A/A run's 80 rounds and the slowdown run's 16, each also stopping at its ``--time-budget``,
-plus two workers' start, checks and warm-up per run).
+Its defaults are sized to fit about 8 minutes on an H100 (each worker set costs two processes'
+start, the kit's first-call race and a warm-up).
 """
 
 from __future__ import annotations
@@ -60,10 +62,34 @@ def with_sleep(source: str, cycles: int) -> str:
 
 
 def blocks(record: dict, size: int) -> list[dict]:
-    """The kept rounds of an ab record cut into consecutive blocks of ``size`` rounds (a last
-    partial block dropped), each a record of its own for ``ab.analyze``."""
+    """The kept rounds of an ab record cut into experiments of ``size`` consecutive worker sets
+    (a last partial experiment dropped), each a record of its own for ``ab.analyze``."""
     kept = [r for r in record["rounds"] if not r.get("excluded")]
-    return [{**record, "rounds": kept[i:i + size]} for i in range(0, len(kept) - size + 1, size)]
+    sets = sorted({r.get("worker_set", 0) for r in kept})
+    groups = [sets[i:i + size] for i in range(0, len(sets) - size + 1, size)]
+    return [{**record, "rounds": [r for r in kept if r.get("worker_set", 0) in group]} for group in groups]
+
+
+def spread(record: dict) -> dict:
+    """Per shape: the sd of the per-round log ratios within a worker set (pooled) and the sd of the
+    worker sets' means: how much of the spread comes with the process."""
+    kept = [r for r in record["rounds"] if not r.get("excluded")]
+    (base, new), = record["pairs"][:1] or [(None, None)]
+    out = {}
+    for shape in record["shapes"]:
+        by_set = {}
+        for r in kept:
+            tb, tn = r["times"].get(base, {}).get(shape), r["times"].get(new, {}).get(shape)
+            if tb and tn:
+                by_set.setdefault(r.get("worker_set", 0), []).append(math.log((sum(tn) / len(tn)) /
+                                                                              (sum(tb) / len(tb))))
+        within = [x - sum(v) / len(v) for v in by_set.values() if len(v) > 1 for x in v]
+        dof = sum(len(v) - 1 for v in by_set.values() if len(v) > 1)
+        means = [sum(v) / len(v) for v in by_set.values()]
+        out[shape] = {"sets": len(means),
+                      "sd_within_set": math.sqrt(sum(x * x for x in within) / dof) if dof else None,
+                      "sd_of_set_means": ab.statistics.stdev(means) if len(means) > 1 else None}
+    return out
 
 
 def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -94,19 +120,21 @@ def coverage(record: dict, size: int) -> dict:
 
 
 def detectable(record: dict, budget_s: float) -> dict:
-    """Per shape and geomean: the 95% half-width (percent) after as many rounds as fit in
-    ``budget_s`` seconds per shape, from the run's per-round log-ratio spread and round time."""
+    """Per shape and geomean: the 95% half-width (percent) after as many worker sets as fit in
+    ``budget_s`` seconds per shape, from the spread of the run's worker-set means and the time a
+    worker set took (its rounds, its processes' start and warm-up)."""
     kept = [r for r in record["rounds"] if not r.get("excluded")]
-    if len(kept) < 2:
+    sets = sorted({r.get("worker_set", 0) for r in kept})
+    if len(sets) < 2:
         return {}
-    per_round_s = sum(r["seconds"] for r in kept) / len(kept)
-    rounds = max(2, int(budget_s * len(record["shapes"]) / per_round_s))
+    per_set_s = (record.get("seconds_total") or sum(r["seconds"] for r in kept)) / len(sets)
+    count = max(2, int(budget_s * len(record["shapes"]) / per_set_s))
     (cmp,) = ab.analyze(record)
-    out = {"seconds_per_round": per_round_s, "rounds_in_budget": rounds}
+    out = {"seconds_per_set": per_set_s, "sets_in_budget": count}
     for row in [*cmp["shapes"], {**cmp["geomean"], "shape": "geomean"}]:
         if row.get("sd_log") is None:
             continue
-        half = ab.t_quantile(0.975, rounds - 1) * row["sd_log"] / math.sqrt(rounds)
+        half = ab.t_quantile(0.975, count - 1) * row["sd_log"] / math.sqrt(count)
         out[row["shape"]] = {"sd_log": row["sd_log"], "half_width_pct": 100 * (math.exp(half) - 1)}
     return out
 
@@ -125,9 +153,10 @@ def sleep_ns_per_cycle(cycles: int = 2_000_000, reps: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def run_ab(files: list[Path], json_path: Path, args, rounds: int, budget_s: float) -> dict:
-    cmd = [sys.executable, "eval.py", "ab", *map(str, files), "--shapes", args.shapes, "--rounds", str(rounds),
-           "--repeats", str(args.repeats), "--time-budget", str(budget_s), "--json", str(json_path)]
+def run_ab(files: list[Path], json_path: Path, args, sets: int, rounds_per_set: int, budget_s: float) -> dict:
+    cmd = [sys.executable, "eval.py", "ab", *map(str, files), "--shapes", args.shapes,
+           "--rounds", str(sets * rounds_per_set), "--workers", str(sets), "--repeats", str(args.repeats),
+           "--time-budget", str(budget_s), "--json", str(json_path)]
     print("+ " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, cwd=ROOT)
     if proc.returncode != 0 or not json_path.is_file():
@@ -135,18 +164,54 @@ def run_ab(files: list[Path], json_path: Path, args, rounds: int, budget_s: floa
     return json.loads(json_path.read_text())
 
 
+def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles: int, calls: int = 200) -> dict:
+    """Per shape: the mean extra time (ns) the harness's timed region shows for the NEW wrapper
+    over the BASE one, in this process, the two alternating call by call (L2 clear, events
+    around custom_kernel and the spin, as eval.py times it), with the standard error."""
+    import torch
+
+    import eval as ev
+    from audit import load_submission
+    from utils import clear_l2_cache
+    kernel = load_submission(submission).custom_kernel
+    out = {}
+    for case in ev.shape_set(shapes):
+        data = ev._generate({k: case[k] for k in ev.CASE_KEYS})
+        kernel(data)  # the first call: compile, race
+        diffs = []
+        for i in range(2 * calls):
+            cycles = new_cycles if i % 2 else base_cycles
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            clear_l2_cache()
+            start.record()
+            kernel(data)
+            torch.cuda._sleep(cycles)
+            end.record()
+            torch.cuda.synchronize()
+            ns = start.elapsed_time(end) * 1e6
+            diffs.append(ns if i % 2 else -ns)
+        pairs = [diffs[2 * j] + diffs[2 * j + 1] for j in range(calls)]
+        mean = sum(pairs) / calls
+        out[f"{case['m']}x{case['k']}x{case['l']}"] = {
+            "mean_ns": mean, "se_ns": ab.statistics.stdev(pairs) / math.sqrt(calls), "calls": calls}
+    return out
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description="How far to trust ``python3 eval.py ab`` on this GPU (needs CUDA).")
     p.add_argument("--out", required=True, help="folder for calibration.json and calibration.md")
     p.add_argument("--submission", default=str(ROOT / "submission.py"))
     p.add_argument("--shapes", default="benchmarks")
     p.add_argument("--repeats", type=int, default=20, help="ab's calls per file, shape and round (default %(default)s)")
-    p.add_argument("--aa-blocks", type=int, default=20, help="A/A experiments (default %(default)s)")
-    p.add_argument("--aa-rounds", type=int, default=4, help="rounds per A/A experiment (default %(default)s)")
-    p.add_argument("--aa-budget", type=float, default=200.0, help="A/A run's --time-budget (s)")
+    p.add_argument("--aa-sets", type=int, default=24, help="worker sets of the A/A run (default %(default)s)")
+    p.add_argument("--aa-rounds", type=int, default=2, help="rounds per worker set (default %(default)s)")
+    p.add_argument("--aa-sets-per-experiment", type=int, default=4,
+                   help="worker sets per A/A experiment (default %(default)s)")
+    p.add_argument("--aa-budget", type=float, default=240.0, help="A/A run's --time-budget (s)")
     p.add_argument("--slow-ns", type=float, default=300.0, help="the known slowdown (ns, default %(default)g)")
     p.add_argument("--sleep-base", type=int, default=100, help="cycles BASE spins (default %(default)s)")
-    p.add_argument("--slow-rounds", type=int, default=16, help="rounds of the slowdown run (default %(default)s)")
+    p.add_argument("--slow-sets", type=int, default=6, help="worker sets of the slowdown run (default %(default)s)")
     p.add_argument("--slow-budget", type=float, default=90.0, help="slowdown run's --time-budget (s)")
     p.add_argument("--budget", type=float, default=120.0, help="seconds per shape for (c) (default %(default)g)")
     args = p.parse_args(argv)
@@ -163,16 +228,17 @@ def main(argv=None) -> int:
 
     copy = work / "submission_copy.py"
     shutil.copy(args.submission, copy)
-    aa = run_ab([Path(args.submission), copy], out / "aa.json", args, args.aa_blocks * args.aa_rounds, args.aa_budget)
-    cov = coverage(aa, args.aa_rounds)
+    aa = run_ab([Path(args.submission), copy], out / "aa.json", args, args.aa_sets, args.aa_rounds, args.aa_budget)
+    cov = coverage(aa, args.aa_sets_per_experiment)
     det = detectable(aa, args.budget)
 
     rate_before = sleep_ns_per_cycle()
     extra = max(1, round(args.slow_ns / rate_before))
+    in_harness = harness_delta_ns(Path(args.submission), args.shapes, args.sleep_base, args.sleep_base + extra)
     base_file, new_file = work / "sleep_base.py", work / "sleep_more.py"
     base_file.write_text(with_sleep(source, args.sleep_base))
     new_file.write_text(with_sleep(source, args.sleep_base + extra))
-    slow = run_ab([base_file, new_file], out / "slow.json", args, args.slow_rounds, args.slow_budget)
+    slow = run_ab([base_file, new_file], out / "slow.json", args, args.slow_sets, 2, args.slow_budget)
     rate_after = sleep_ns_per_cycle()
     known_ns = [extra * rate_before, extra * rate_after]
     (cmp,) = slow["comparisons"]
@@ -181,9 +247,10 @@ def main(argv=None) -> int:
         est = None if row["ratio"] is None else (row["ratio"] - 1) * row["base_mean_us"] * 1e3
         slow_rows.append({"shape": row["shape"], "detected": row["verdict"] == "slower",
                           "verdict": row["verdict"], "estimated_ns": est, "ratio": row["ratio"],
-                          "low": row["low"], "high": row["high"], "base_mean_us": row["base_mean_us"]})
+                          "low": row["low"], "high": row["high"], "base_mean_us": row["base_mean_us"],
+                          "in_harness_ns": in_harness.get(row["shape"])})
     report = {"gpu": aa["gpu"], "versions": aa["versions"], "seconds": round(time.monotonic() - t0, 1),
-              "settings": vars(args), "aa": {"coverage": cov, "record": aa},
+              "settings": vars(args), "aa": {"coverage": cov, "spread": spread(aa), "record": aa},
               "slowdown": {"extra_cycles": extra, "ns_per_cycle": [rate_before, rate_after], "known_ns": known_ns,
                            "rows": slow_rows, "record": slow},
               "detectable": det}
@@ -197,24 +264,34 @@ def markdown(r: dict) -> str:
     s = r["settings"]
     lines = [f"# eval.py ab calibration on {r['gpu']['name']}", "",
              f"{r['versions']}; {r['seconds']} s in all; {s['repeats']} calls per file, shape and round.", "",
-             f"## (a) A/A: {s['aa_blocks']} blocks of {s['aa_rounds']} rounds, interval holds 1.0", "",
-             "| shape | blocks | hold 1.0 | share | binomial s.e. | Wilson 95% |", "|---|---|---|---|---|---|"]
+             f"## (a) A/A: {s['aa_sets']} worker sets of {s['aa_rounds']} rounds, experiments of "
+             f"{s['aa_sets_per_experiment']} sets; interval holds 1.0", "",
+             "| shape | experiments | hold 1.0 | share | binomial s.e. | Wilson 95% |", "|---|---|---|---|---|---|"]
     for shape, c in r["aa"]["coverage"].items():
         lines.append(f"| {shape} | {c['blocks']} | {c['hold_1']} | {c['share']:.3f} | {c['se']:.3f} | "
                      f"{c['wilson95'][0]:.3f}-{c['wilson95'][1]:.3f} |")
+    lines += ["", "Spread of the per-round log ratio NEW / BASE: within a worker set, and of the worker sets' means:",
+              "", "| shape | sets | sd within a set | sd of set means |", "|---|---|---|---|"]
+    for shape, v in r["aa"]["spread"].items():
+        within = "-" if v["sd_within_set"] is None else f"{v['sd_within_set']:.4f}"
+        means = "-" if v["sd_of_set_means"] is None else f"{v['sd_of_set_means']:.4f}"
+        lines.append(f"| {shape} | {v['sets']} | {within} | {means} |")
     sl = r["slowdown"]
     lines += ["", f"## (b) known slowdown: +{sl['extra_cycles']} spin cycles = {sl['known_ns'][0]:.0f} ns "
-              f"(before the run) / {sl['known_ns'][1]:.0f} ns (after)", "",
-              "| shape | verdict | ratio | 95% interval | estimated ns |", "|---|---|---|---|---|"]
+              f"(events around the spin alone, before the run) / {sl['known_ns'][1]:.0f} ns (after)", "",
+              "| shape | in the harness's timed region, one process (ns) | ab verdict | ratio | 95% interval | "
+              "ab's estimate (ns) |", "|---|---|---|---|---|---|"]
     for row in sl["rows"]:
         iv = "-" if row["low"] is None else f"{row['low']:.4f}-{row['high']:.4f}"
         est = "-" if row["estimated_ns"] is None else f"{row['estimated_ns']:.0f}"
-        lines.append(f"| {row['shape']} | {row['verdict']} | {row['ratio']:.4f} | {iv} | {est} |")
+        h = row.get("in_harness_ns")
+        inh = "-" if not h else f"{h['mean_ns']:.0f} ± {h['se_ns']:.0f}"
+        lines.append(f"| {row['shape']} | {inh} | {row['verdict']} | {row['ratio']:.4f} | {iv} | {est} |")
     d = r["detectable"]
     if d:
         lines += ["", f"## (c) smallest detectable difference in {s['budget']:g} s per shape "
-                  f"({d['rounds_in_budget']} rounds of {d['seconds_per_round']:.2f} s)", "",
-                  "| shape | sd of per-round log ratio | 95% half-width |", "|---|---|---|"]
+                  f"({d['sets_in_budget']} worker sets of {d['seconds_per_set']:.1f} s)", "",
+                  "| shape | sd of worker-set mean log ratio | 95% half-width |", "|---|---|---|"]
         for shape, v in d.items():
             if isinstance(v, dict):
                 lines.append(f"| {shape} | {v['sd_log']:.4f} | {v['half_width_pct']:.2f}% |")

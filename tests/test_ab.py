@@ -105,6 +105,28 @@ def test_a_a_intervals_contain_one_about_95_percent_of_the_time():
     assert abs(hits / trials - 0.95) < 0.015
 
 
+def test_worker_sets_carry_the_process_to_process_part():
+    """A/A with a steady offset per process pair (sd 0.4%) under per-round noise (sd 0.4%), as an
+    H100 showed: an interval over 5 worker sets of 4 rounds holds 1.0 about 95% of the time; one
+    over the 20 rounds alone, which cannot see the offsets, far less often."""
+    rng = random.Random(11)
+    trials, grouped_hits, round_hits = 1000, 0, 0
+    for _ in range(trials):
+        logs, sets = [], []
+        for w in range(5):
+            offset = rng.gauss(0, 0.004)
+            for _ in range(4):
+                logs.append(offset + rng.gauss(0, 0.004))
+                sets.append(w)
+        grouped = ab.grouped_interval(logs, sets)
+        per_round = ab.grouped_interval(logs, [0] * len(logs))
+        assert grouped["unit"] == "worker set" and grouped["n"] == 5 and per_round["unit"] == "round"
+        grouped_hits += grouped["low"] <= 1.0 <= grouped["high"]
+        round_hits += per_round["low"] <= 1.0 <= per_round["high"]
+    assert abs(grouped_hits / trials - 0.95) < 0.025  # binomial s.e. at 1000 trials: 0.7 points
+    assert round_hits / trials < 0.8
+
+
 def test_no_difference_verdict_names_the_smallest_detectable_difference():
     rng = random.Random(99)
     base, new = synthetic_rounds(rng, 8, 50.0, 1.0, drift_sd=0.01, noise_sd=0.01)
@@ -156,8 +178,9 @@ def test_throttle_reasons_void_a_round_but_idle_and_app_clocks_do_not():
     assert ab.summarize_samples([]) == {"samples": 0, "throttled": False, "reasons": [], "reasons_mask": 0}
 
 
-def synthetic_record(rng, rounds, ratios, throttled=()):
-    """A run record as ab writes it: per round and shape, 20 durations (ns) per side."""
+def synthetic_record(rng, rounds, ratios, throttled=(), rounds_per_set=None):
+    """A run record as ab writes it: per round and shape, 20 durations (ns) per side; with
+    ``rounds_per_set``, consecutive rounds share a worker set."""
     shapes = list(ratios)
     base_ns = {s: 20e3 + 10e3 * i for i, s in enumerate(shapes)}
     record = {"gpu": {"name": GPU, "capability": "9.0"}, "shapes": shapes, "pairs": [["BASE", "NEW"]],
@@ -172,6 +195,8 @@ def synthetic_record(rng, rounds, ratios, throttled=()):
             times["BASE"][s] = [base_ns[s] * drift * rng.gauss(1, 0.01) for _ in range(20)]
             times["NEW"][s] = [base_ns[s] * ratios[s] * slow * drift * rng.gauss(1, 0.01) for _ in range(20)]
         entry = {"index": index, "order": ["BASE", "NEW"], "times": times}
+        if rounds_per_set:
+            entry["worker_set"] = index // rounds_per_set
         if index in throttled:
             entry["excluded"] = "throttled (SwThermalSlowdown)"
         record["rounds"].append(entry)
@@ -333,8 +358,9 @@ def test_a_short_real_a_b_of_two_copies(tmp_path):
 # --------------------------------------------------------------------------- benchmarks/ab_calibration.py
 
 def test_calibration_pieces():
-    """The slowed copy calls the kernel, then spins the cycles asked; A/A blocks and their
-    coverage; the Wilson interval; the budget's half-width from the per-round spread."""
+    """The slowed copy calls the kernel, then spins the cycles asked; A/A experiments of whole
+    worker sets and their coverage; the Wilson interval; the budget's half-width from the spread
+    of the worker sets' means; the spread split within and between sets."""
     import torch
 
     from benchmarks import ab_calibration as cal
@@ -354,20 +380,23 @@ def test_calibration_pieces():
             torch.cuda._sleep = real_sleep
     lo, hi = cal.wilson(19, 20)
     assert (round(lo, 3), round(hi, 3)) == (0.764, 0.991)
-    record = synthetic_record(random.Random(8), 42, {"7168x2048x4": 1.0, "4096x7168x8": 1.0})
-    for r in record["rounds"]:
-        r["seconds"] = 2.0
-    assert [len(b["rounds"]) for b in cal.blocks(record, 4)] == [4] * 10  # 42 rounds: the last 2 dropped
+    # 21 worker sets of 2 rounds: experiments of 4 sets, the last set dropped
+    record = synthetic_record(random.Random(8), 42, {"7168x2048x4": 1.0, "4096x7168x8": 1.0}, rounds_per_set=2)
+    record["seconds_total"] = 84.0
+    assert [len(b["rounds"]) for b in cal.blocks(record, 4)] == [8] * 5
     cov = cal.coverage(record, 4)
-    assert set(cov) == {"7168x2048x4", "4096x7168x8", "geomean"} and cov["geomean"]["blocks"] == 10
+    assert set(cov) == {"7168x2048x4", "4096x7168x8", "geomean"} and cov["geomean"]["blocks"] == 5
     share = cov["geomean"]["share"]
-    assert cov["geomean"]["se"] == pytest.approx(math.sqrt(share * (1 - share) / 10))
-    det = cal.detectable(record, 60.0)  # 2 shapes x 60 s / 2 s per round = 60 rounds
-    assert det["rounds_in_budget"] == 60
+    assert cov["geomean"]["se"] == pytest.approx(math.sqrt(share * (1 - share) / 5))
+    det = cal.detectable(record, 60.0)  # 2 shapes x 60 s / 4 s per worker set = 30 sets
+    assert det["sets_in_budget"] == 30
     (cmp,) = ab.analyze(record)
-    sd = cmp["shapes"][0]["sd_log"]
+    row = cmp["shapes"][0]
+    assert row["unit"] == "worker set" and row["n"] == 21
     assert det["7168x2048x4"]["half_width_pct"] == pytest.approx(
-        100 * (math.exp(ab.t_quantile(0.975, 59) * sd / math.sqrt(60)) - 1))
+        100 * (math.exp(ab.t_quantile(0.975, 29) * row["sd_log"] / math.sqrt(30)) - 1))
+    sp = cal.spread(record)
+    assert sp["7168x2048x4"]["sets"] == 21 and sp["7168x2048x4"]["sd_within_set"] > 0
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without a CUDA GPU")
