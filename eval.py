@@ -1120,8 +1120,9 @@ def human_main(argv: list[str]) -> int:
                         "(checked before any case runs). Default: tests in test mode, benchmarks in the others")
     p.add_argument("--distribution", default="official", metavar="|".join(_distributions()),
                    help="input values (default %(default)s: the server's)")
-    p.add_argument("--backend", choices=("auto", "cuda", "triton", "scaled_mm", "torch"),
-                   help=f"sets {ENV_BACKEND} for the submission")
+    p.add_argument("--backend", metavar="NAME",
+                   help=f"sets {ENV_BACKEND} for the submission: auto or a backend of its registry (the kit's "
+                        "submission.BACKENDS; a name it lacks is refused in one line before any case runs)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--timeout", type=float, default=CASE_TIMEOUT_S, metavar="SECONDS",
                    help="seconds one case (or warm-up) may run before it fails and its worker is stopped "
