@@ -137,12 +137,12 @@ def _layout(*ts) -> tuple:
 class Backend(NamedTuple):
     """One backend: everything the shared machinery needs of it. ``run(data, m, k, l, cfg=None)``
     writes and returns c (cfg None: the config ``config_for`` picks). A backend with a config
-    type names it (``config``: a NamedTuple class with ``problem()``, ``fits(m, k)``, ``parse``)
-    and gives ``candidates(m, k, l, capability)`` (the default first) and ``measured`` ({GPU
-    model: {(m, k, l): config}}); ``fast(data, m, k, l)`` gives its direct launch for the fast
-    path, (scales index, launch, by_pointers), or None; ``ab_align``: the bytes of alignment it
-    needs of a's and b's pointers and row and batch strides (0: none). A config type also has
-    ``shape_problem(m, k)`` ('' or why it cannot run an m x k problem)."""
+    type names it (``config``: a NamedTuple class with ``problem()`` and ``shape_problem(m, k)``,
+    each '' or why not, and the constructors ``of(value)`` and ``parse(text)``) and gives
+    ``candidates(m, k, l, capability)`` (the default first) and ``measured`` ({GPU model: {(m, k,
+    l): config}}); ``fast(data, m, k, l)`` gives its direct launch for the fast path, (scales
+    position, launch, by_pointers), or None; ``ab_align``: the bytes of alignment it needs of a's
+    and b's pointers and row and batch strides (0: none)."""
     name: str
     supported: Callable  # (device) -> (ok, reason)
     run: Callable

@@ -1,4 +1,4 @@
-"""Write the configs a sweep measured into submission.py's per-GPU-model table (``_MEASURED``).
+"""Write the configs a sweep measured into submission.py's per-GPU-model tables (``<BACKEND>_MEASURED``).
 
     python3 benchmarks/apply_table.py RESULTS.json              # write the entries
     python3 benchmarks/apply_table.py RESULTS.json --dry-run    # print the table's diff instead
@@ -84,12 +84,12 @@ class Refused(Exception):
 # ----------------------------------------------------------------------------- revisions
 
 def _strip_docstrings(node: ast.AST) -> ast.AST:
-    for sub in ast.walk(node):
-        body = getattr(sub, "body", None)
-        if (isinstance(sub, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and body
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if (isinstance(inner, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
-            sub.body = body[1:] or [ast.Pass()]
+            inner.body = body[1:] or [ast.Pass()]
     return node
 
 

@@ -159,3 +159,18 @@ def test_a_good_grid_is_read_as_configs(tmp_path):
     assert args.grid_configs == {"7168x16384x1": [
         submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe=0, minb=2, bsh=1, ks=8),
         tile, tile]}
+
+
+def test_options_import_without_torch_and_nothing_reads_argv_at_import(tmp_path):
+    """benchmarks/bench_options.py imports without torch (modal_app.py checks a job's options with
+    it), and importing bench_kernel.py with an unrelated --submission on the command line loads
+    no submission (main() and parse_args() choose it, not the import)."""
+    code = ("import sys; sys.modules['torch'] = None; from benchmarks import bench_options; "
+            "print(bench_options.build_parser().parse_args(['--reps', '3']).reps)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "3", proc.stderr
+    code = ("import sys; sys.argv = ['x', '--submission', sys.argv[1]]; from benchmarks import bench_kernel; "
+            "print(bench_kernel.submission is None, 'submission' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing.py")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "False"], proc.stderr
