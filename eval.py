@@ -1202,8 +1202,9 @@ def human_main(argv: list[str]) -> int:
                         "(checked before any case runs). Default: tests in test mode, benchmarks in the others")
     p.add_argument("--distribution", default="official", metavar="|".join(_distributions()),
                    help="input values (default %(default)s: the server's)")
-    p.add_argument("--backend", choices=("auto", "cuda", "triton", "scaled_mm", "torch"),
-                   help=f"sets {ENV_BACKEND} for the submission")
+    p.add_argument("--backend", metavar="NAME",
+                   help=f"sets {ENV_BACKEND} for the submission: auto or a backend of its registry (the kit's "
+                        "submission.BACKENDS; a name it lacks is refused in one line before any case runs)")
     p.add_argument("--harness-date", default=HARNESS_DATE, choices=HARNESS_DATES,
                    help="the server's leaderboard loop of that date: 2025-11-11 = the nvfp4_gemv leaderboard's "
                         "own (200 repeats per case; compare with its public results), 2026-01-13 = the head "

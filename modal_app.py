@@ -41,7 +41,6 @@ stand-in bench script). Modal bills the container per second while it runs.
 from __future__ import annotations
 
 import argparse
-import ast
 import collections
 import importlib.metadata
 import inspect
@@ -770,63 +769,21 @@ class _Parser(argparse.ArgumentParser):
         raise _OptionError(message)
 
 
-def _option_value(node: ast.expr, consts: dict, modules: dict):
-    """The value of an add_argument keyword where it can be known without running the script:
-    a literal, a module constant, an attribute of eval.py (the kit's harness); else None."""
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        pass
-    if isinstance(node, ast.Name):
-        return consts.get(node.id)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and modules.get(node.value.id) == "eval":
-        return getattr(kit_eval, node.attr, None)
-    return None
-
-
-def bench_option_parser(path: str | Path = HERE / "benchmarks" / "bench_kernel.py") -> argparse.ArgumentParser:
-    """A parser with bench_kernel.py's options, read from its ``add_argument`` calls (the script
-    imports torch, which the local side need not have): each option's names, whether it takes
-    a value, int/float types and choices where they are literal. Errors raise ValueError."""
-    tree = ast.parse(Path(path).read_text())
-    consts, modules = {}, {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            consts[node.targets[0].id] = _option_value(node.value, {}, {})
-        elif isinstance(node, ast.Import):
-            modules.update({a.asname or a.name: a.name for a in node.names})
-    parser = _Parser(prog="bench_kernel.py", add_help=False)
-    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
-    for call in calls:
-        if call.func.attr != "add_argument":
-            continue
-        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        if not flags or not all(f.startswith("-") for f in flags):
-            continue
-        kwargs = {}
-        for kw in call.keywords:
-            value = _option_value(kw.value, consts, modules)
-            if kw.arg == "action" and value in ("store_true", "store_false", "count", "append", "extend", "store"):
-                kwargs["action"] = value
-            elif kw.arg == "action" and value in ("store_const", "append_const"):
-                kwargs["action"] = "store_true"
-            elif kw.arg == "type" and isinstance(kw.value, ast.Name) and kw.value.id in ("int", "float"):
-                kwargs["type"] = {"int": int, "float": float}[kw.value.id]
-            elif kw.arg == "choices" and isinstance(value, (list, tuple)):
-                kwargs["choices"] = value
-            elif kw.arg == "nargs" and value is not None:
-                kwargs["nargs"] = value
-        parser.add_argument(*flags, **kwargs)
-    return parser
+def bench_option_parser() -> argparse.ArgumentParser:
+    """A parser with bench_kernel.py's options (benchmarks/bench_options.py: importable without
+    torch, which the local side need not have) whose errors raise ValueError."""
+    from benchmarks.bench_options import build_parser
+    return build_parser(lambda **kwargs: _Parser(**kwargs, add_help=False))
 
 
 def bench_args_problem(flag: str, text: str, root: Path = HERE) -> str | None:
     """Why ``text`` (options for bench_kernel.py, as one string) would not run, or None."""
     try:
-        args = bench_option_parser(root / "benchmarks" / "bench_kernel.py").parse_args(shlex.split(text))
+        parser = bench_option_parser()
+        args = parser.parse_args(shlex.split(text))
     except ValueError as exc:  # shlex's unbalanced quotes, or the parser's error
         return f"error: {flag} {text!r}: {exc} (bench_kernel.py's options: python3 benchmarks/bench_kernel.py --help)"
-    taken = [f"--{name}" for name in JOB_SET_OPTIONS if getattr(args, name, None) not in (None, False)]
+    taken = [f"--{name}" for name in JOB_SET_OPTIONS if getattr(args, name, None) != parser.get_default(name)]
     if taken:
         return f"error: {flag}: {', '.join(taken)} is set by the job itself"
     grid = getattr(args, "grid", None)

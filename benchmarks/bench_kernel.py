@@ -59,25 +59,34 @@ import triton  # noqa: E402
 import eval as ev  # noqa: E402  shape sets, backend picks
 import quant  # noqa: E402
 import reference  # noqa: E402
+from benchmarks.bench_options import build_parser, sms_points  # noqa: E402
+
+submission = None  # the submission module timed: load() sets it (main: --submission), current() reads it
 
 
-def _load_submission():
-    """submission.py beside this kit, or the file named by --submission (read off sys.argv before
-    anything else, so that the module every helper below imports is that one)."""
-    from benchmarks.compile_table import SUBMISSION, load_submission
-    path = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--submission=")), None)
-    if path is None and "--submission" in sys.argv[:-1]:
-        path = sys.argv[sys.argv.index("--submission") + 1]
-    return load_submission(path or SUBMISSION)
+def load(path: str | None = None):
+    """Import the submission to time (default: the kit's submission.py) as the module
+    ``submission``, and make it the one every helper below uses."""
+    global submission
+    if path is None:
+        import submission as kit_submission  # the kit's own (ROOT is first on sys.path)
+        submission = kit_submission
+    else:
+        from benchmarks.compile_table import load_submission
+        submission = load_submission(path)
+    return submission
 
 
-submission = _load_submission()
+def current():
+    """The submission being timed, the kit's own unless load() chose another."""
+    return submission if submission is not None else load()
+
+
 from benchmarks import timing  # noqa: E402
 from benchmarks.apply_table import kernel_revision, kit_revision  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
 N_SETS = 8
-DEFAULT_REPS = 40
 # A B200's read bandwidth and SM count, for the SM count at which this GPU carries a B200's bytes
 # per SM: device-to-device copies of "over 6,000 GB/s" measured on B200s with the CUDA samples
 # (https://www.newmind.ai/journal/18); 148 SMs (https://chipsandcheese.com/p/nvidias-b200-keeping-
@@ -85,6 +94,18 @@ DEFAULT_REPS = 40
 # ask for fewer SMs still (about 50 on an H100).
 B200_READ_BPS = 6.0e12
 B200_SMS = 148
+
+def as_json(cfg):
+    """A config as the JSON records hold it: a dict of its fields (a named config), else a list."""
+    return dict(cfg._asdict()) if hasattr(cfg, "_asdict") else (None if cfg is None else list(cfg))
+
+
+def config_text(cfg) -> str:
+    """A config of a row (a dict of fields, a list, or a config) in its canonical form."""
+    if isinstance(cfg, dict):
+        return "(" + ", ".join(f"{k}={v}" for k, v in cfg.items()) + ")"
+    return repr(cfg) if hasattr(cfg, "_fields") else str(tuple(cfg))
+
 
 def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
@@ -110,9 +131,10 @@ def check(fn, cases) -> list[str]:
 
 def backend_fn(name, cfg=None, probe=False):
     """One backend with a fixed config (None: the config it picks itself)."""
-    if name == "cuda" and probe:
-        return lambda d: submission._cuda_backend(d, *submission._check(d), cfg, probe=True)
-    return lambda d: submission.run_backend(name, d, cfg)
+    sub = current()
+    if probe:
+        return lambda d: sub.cuda_probe(d, cfg)
+    return lambda d: sub.run_backend(name, d, cfg)
 
 
 def with_cpu_scales(data):
@@ -126,18 +148,18 @@ def cuda_sweep_configs(m, k, l, cap) -> list:
     flight per lane, warps per block (blocks of at most 128 rows that divide M), each with
     PIPE 1 (every load of a step before its arithmetic) and with PIPE 0 and launch bounds
     (MINB 1: ptxas then hoists about half the loads with no wait; the winners of 2026-11-25)."""
+    sub = current()
     chunks = k // 32
-    dec = submission._cuda_decode(cap)
-    out = list(submission._candidates("cuda", m, k, l, cap))
+    dec = sub.cuda_default_decode(cap)
+    out = list(sub.BACKENDS["cuda"].candidates(m, k, l, cap))
     for lpr in (32, 16, 8):
         for rpt in (1, 2, 4):
             for u in (2, 4, 8, 16):
                 for warps in (2, 4, 8):
                     u_ = min(u, max(1, chunks // lpr))
-                    cfg = (lpr, rpt, u_, warps, dec)
-                    rows = submission._cuda_rows(cfg)
-                    if rows <= 128 and m % rows == 0 and lpr <= chunks and rpt * u_ <= 16:
-                        out += [cfg, cfg + (2, 2, 0, 1)]
+                    cfg = sub.CudaConfig(lpr, rpt, u_, warps, dec)
+                    if cfg.rows <= 128 and m % cfg.rows == 0 and lpr <= chunks and rpt * u_ <= 16:
+                        out += [cfg, cfg._replace(v=2, load=2, pipe=0, minb=1)]
     return list(dict.fromkeys(out))
 
 
@@ -167,10 +189,10 @@ def timed_probe(cfg, sets, reps, ceiling_us, shape) -> dict:
         us = timing.median(timing.device_times(backend_fn("cuda", cfg, probe=True), sets, reps))
     except Exception as e:  # noqa: BLE001 - reported, not fatal
         print(f"   probe {shape} cuda {cfg} loads-only: not timed ({type(e).__name__}: {str(e)[:200]})", flush=True)
-        return {"backend": "cuda", "cfg": cfg, "us": float("nan"), "ratio": float("nan"),
+        return {"backend": "cuda", "cfg": as_json(cfg), "us": float("nan"), "ratio": float("nan"),
                 "bad": ["probe", str(e)[:200]]}
     print(f"   probe {shape} cuda {cfg} loads-only: {us:.2f} us ratio {ceiling_us / us:.3f}", flush=True)
-    return {"backend": "cuda", "cfg": cfg, "us": us, "ratio": ceiling_us / us, "bad": ["probe"]}
+    return {"backend": "cuda", "cfg": as_json(cfg), "us": us, "ratio": ceiling_us / us, "bad": ["probe"]}
 
 
 def env_info() -> dict:
@@ -179,8 +201,8 @@ def env_info() -> dict:
         "device": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability(0)),
         "sms": p.multi_processor_count, "l2_mb": getattr(p, "L2_cache_size", 0) / 1e6,
         "torch": torch.__version__, "triton": triton.__version__, "date": datetime.date.today().isoformat(),
-        "backend_support": {k: list(v) for k, v in submission.backend_support(torch.device("cuda")).items()},
-        "kernel_revision": kernel_revision(submission.__file__), "kit_revision": kit_revision(ROOT),
+        "backend_support": {k: list(v) for k, v in current().backend_support(torch.device("cuda")).items()},
+        "kernel_revision": kernel_revision(current().__file__), "kit_revision": kit_revision(ROOT),
     }
 
 
@@ -188,49 +210,12 @@ def backend_that_ran(m: int, k: int, l: int) -> str:
     """The backend custom_kernel used for this shape: the submission's ``select_backend``, and
     for "fastest" the pick it cached for the shape (``eval._backend_picks``) where it exposes
     one; "unknown" for a submission without ``select_backend``."""
-    select = getattr(submission, "select_backend", None)
+    select = getattr(current(), "select_backend", None)
     if select is None:
         return "unknown"
     name = select(torch.device("cuda"))
     pick = ev._backend_picks().get(f"{m}x{k}x{l}") if name == "fastest" else None
     return f"{name}: {pick}" if pick else name
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python3 benchmarks/bench_kernel.py", description=__doc__.split("\n\n")[0],
-                                 epilog="Progress and the table go to stdout. NVFP4_GEMV_BACKEND is ignored: the "
-                                        "submission's own (auto) choice is what is timed and recorded.")
-    ap.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
-                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
-    ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
-                    help="timed calls per shape for the device time (median; default %(default)s)")
-    ap.add_argument("--sweep", action="store_true",
-                    help="also time every candidate config of each backend (cuda: a wider grid) and the cuda "
-                         "kernel's loads-only probe (minutes)")
-    ap.add_argument("--probes", action="store_true",
-                    help="with --sweep: also time the loads-only probe of every swept cuda config")
-    ap.add_argument("--backends", default="cuda,triton",
-                    help="kernel backends to time, comma-separated (default %(default)s; those that cannot run "
-                         "here are left out)")
-    ap.add_argument("--grid", metavar="PATH", default="",
-                    help="JSON file {'MxKxL': [cuda config, ...]} replacing the cuda sweep grid (configs may carry "
-                         "V, LOAD, PIPE, MINB after the five fields; see submission.cuda_kernel)")
-    ap.add_argument("--json", metavar="PATH", default="",
-                    help="also write the environment, rows and sweeps as JSON to PATH")
-    ap.add_argument("--md", metavar="PATH", default="",
-                    help="also write the table as markdown to PATH (the format of benchmarks/RESULTS.md)")
-    ap.add_argument("--submission", metavar="PATH", default="",
-                    help="time this submission file instead of the kit's submission.py (it must keep the kit's "
-                         "internal API: run_backend, _config_for, _candidates, ...)")
-    ap.add_argument("--sms", metavar="N[,N...]|auto", default="",
-                    help="SM pressure: rerun in a fresh process per N on a green context of N SMs (0 or 'all': "
-                         "the whole GPU), the read ceiling measured at the same N; 'auto': the whole GPU, then "
-                         "the N that gives each SM a B200's share of the bytes (see the top of this file)")
-    ap.add_argument("--no-server", action="store_true",
-                    help="skip the server-protocol timings and custom_kernel's harness rows (faster; --sms "
-                         "children always skip them)")
-    ap.add_argument("--sms-child", type=int, default=-1, help=argparse.SUPPRESS)  # internal: run on N SMs
-    return ap
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -243,6 +228,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.sms_points = sms_points(args.sms)
         except ValueError as exc:
             ap.error(f"--sms {args.sms}: {exc}")
+    if args.submission:
+        load(args.submission)
     args.grid_configs = {}
     if args.grid:
         try:
@@ -262,33 +249,19 @@ def grid_configs(path: str) -> dict:
         raise ValueError(f"not a readable JSON file ({type(exc).__name__}: {exc})") from None
     if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
         raise ValueError("must hold {'MxKxL': [cuda config, ...]}")
-    problem = getattr(submission, "_config_problem", None)
+    kind = current().CudaConfig
     out = {}
     for shape, cfgs in raw.items():
         out[shape] = []
         for c in cfgs:
-            if not isinstance(c, list) or not all(isinstance(x, int) for x in c):
-                raise ValueError(f"{shape}: {c!r} is not a list of integers")
-            why = problem("cuda", tuple(c)) if problem else ""
+            try:
+                cfg = kind.of(c)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{shape}: {c!r}: {exc}") from None
+            why = cfg.problem()
             if why:
                 raise ValueError(f"{shape}: {why}")
-            out[shape].append(tuple(c))
-    return out
-
-
-def sms_points(spec: str) -> list:
-    """--sms: [0 (the whole GPU), ...] or ["auto"]; raises ValueError on anything else."""
-    if spec.strip() == "auto":
-        return ["auto"]
-    out = []
-    for part in spec.split(","):
-        part = part.strip()
-        if part in ("all", "0"):
-            out.append(0)
-        elif part.isdigit() and int(part) >= 1:
-            out.append(int(part))
-        else:
-            raise ValueError(f"{part!r} is not an SM count (a positive integer, 0 or 'all'), nor 'auto'")
+            out[shape].append(cfg)
     return out
 
 
@@ -330,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("NVFP4_GEMV_BACKEND", None)
     floor = timing.median(timing.bare_launch_floor())
     dev = torch.device("cuda")
-    names = [n for n in args.backends.split(",") if n and submission.backend_support(dev)[n][0]]
+    sub = current()
+    wanted = args.backends.split(",") if args.backends else [
+        n for n, b in sub.BACKENDS.items() if b.races and b.config is not None]
+    names = [n for n in wanted if n and sub.backend_support(dev)[n][0]]
     rows, sweeps = [], {}
     for s in picks:
         m, k, l, seed = s["m"], s["k"], s["l"], s["seed"]
@@ -348,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             t0 = time.perf_counter()
             try:
-                cfg = submission._config_for(name, sets[0], m, k, l)
+                cfg = sub.config_for(name, sets[0], m, k, l)
             except Exception as e:
                 print(f"   {shape} {name}: no config ({type(e).__name__}: {str(e)[:300]})", flush=True)
                 rows.append({"shape": shape, "backend": name, "wrong": [str(e)[:300]]})
@@ -357,13 +333,13 @@ def main(argv: list[str] | None = None) -> int:
             res = []
             if args.sweep:
                 grid = (cuda_sweep_configs(m, k, l, cap) if name == "cuda"
-                        else submission._candidates(name, m, k, l, cap))
+                        else sub.BACKENDS[name].candidates(m, k, l, cap))
                 if name == "cuda" and args.grid:
                     grid = args.grid_configs.get(shape, grid)
                 for c in grid:
                     us, s_us, bad = timed(backend_fn(name, c), sets, cases, args.reps, server=not args.no_server)
-                    res.append({"backend": name, "cfg": c, "us": us, "ratio": ceil["us"] / us, "server_us": s_us,
-                                "server_ratio": sceil["us"] / s_us, "bad": bad})
+                    res.append({"backend": name, "cfg": as_json(c), "us": us, "ratio": ceil["us"] / us,
+                                "server_us": s_us, "server_ratio": sceil["us"] / s_us, "bad": bad})
                     print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}; server "
                           f"{s_us:.2f} us ratio {sceil['us'] / s_us:.3f}" + (f" WRONG {bad}" if bad else ""),
                           flush=True)
@@ -375,14 +351,14 @@ def main(argv: list[str] | None = None) -> int:
             us, s_us, bad = timed(backend_fn(name, cfg), sets, cases, args.reps, server=not args.no_server)
             us_perm, _, bad_perm = timed(backend_fn(name, cfg), cpu_sets, cpu_cases, args.reps, server=False)
             others = {}  # the configs measured best on other GPU models, timed here beside the pick
-            for model, table in submission._MEASURED.items():
-                other = table.get((name, m, k, l))
+            for model, table in (sub.BACKENDS[name].measured or {}).items():
+                other = table.get((m, k, l))
                 if model != info["device"] and other is not None and tuple(other) != tuple(cfg):
                     o_us, _, o_bad = timed(backend_fn(name, other), sets, cases, args.reps, server=False)
-                    others[model] = {"config": list(other), "us": o_us, "wrong": o_bad}
+                    others[model] = {"config": as_json(other), "us": o_us, "wrong": o_bad}
                     print(f"   {shape} {name}: {model}'s config {other}: {o_us:.2f} us"
                           + (f" WRONG {o_bad}" if o_bad else ""), flush=True)
-            row = {"shape": shape, "backend": name, "config": list(cfg), "pick_s": pick_s, "bytes": nbytes,
+            row = {"shape": shape, "backend": name, "config": as_json(cfg), "pick_s": pick_s, "bytes": nbytes,
                    "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": us,
                    "ratio": ceil["us"] / us, "permuted_us": us_perm, "permuted_ratio": ceil["us"] / us_perm,
                    "server_us": s_us, "server_ceiling_us": sceil["us"], "server_ratio": sceil["us"] / s_us,
@@ -396,10 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" WRONG {row['wrong']}" if "wrong" in row else ""), flush=True)
         if args.no_server:
             continue
-        bad = check(submission.custom_kernel, cases)
+        bad = check(sub.custom_kernel, cases)
         chosen = backend_that_ran(m, k, l)
-        harness = timing.median(timing.harness_times(submission.custom_kernel, sets[0]))
-        host, bare_host = timing.host_cost_beside_bare(submission.custom_kernel, sets[0])
+        harness = timing.median(timing.harness_times(sub.custom_kernel, sets[0]))
+        host, bare_host = timing.host_cost_beside_bare(sub.custom_kernel, sets[0])
         row = {"shape": shape, "backend": chosen, "harness_us": harness, "floor_us": floor,
                "host_us": host, "bare_host_us": bare_host, "ceiling_us": ceil["us"]}
         if bad:
@@ -439,7 +415,7 @@ def table_lines(info, rows) -> list[str]:
         else:
             server = (f"{r['server_us']:.2f} ({r['server_ceiling_us']:.2f}, {r['server_ratio']:.3f})"
                       if "server_us" in r else "")
-            out.append(f"| {r['shape']} | {r['backend']} {tuple(r['config'])} | {r['kernel_us']:.2f} | "
+            out.append(f"| {r['shape']} | {r['backend']} {config_text(r['config'])} | {r['kernel_us']:.2f} | "
                        f"{r['ceiling_us']:.2f} | {r['ratio']:.3f} | {r['permuted_us']:.2f} | | | {server} |")
     return out
 

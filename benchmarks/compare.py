@@ -222,17 +222,25 @@ def _replay(state):
 # permuted scales reordered on the GPU, a 256-entry fp16 pair table indexed by byte, times the
 # fp16 scale: exact, since e2m1 x e4m3 has <= 6 significant bits and |value| <= 6 * 448; then
 # cuBLAS with fp32 accumulation. ``fp16_gemv`` moves ~3.6x the bytes of the others.
+# What each of the kit's backends needs of the device, by the requirement names below (a
+# backend the registry gains later needs a CUDA GPU until it says more), and what it is.
+_BACKEND_NEEDS = {"cuda": "cuda_kernel", "triton": "triton", "scaled_mm": "fp4_scaled_mm"}
+_BACKEND_WHAT = {"cuda": " (hand-written kernel, NVRTC)", "scaled_mm": " (FP4 torch._scaled_mm per batch)"}
+
+
+def backend_strategies() -> list:
+    """One strategy per backend of submission.py's registry that auto races, in its order."""
+    return [Strategy(name, f"{name} backend" if name != "scaled_mm" else "_scaled_mm backend",
+                     f"submission.custom_kernel, NVFP4_GEMV_BACKEND={name}{_BACKEND_WHAT.get(name, '')}",
+                     requires=("cuda", _BACKEND_NEEDS.get(name, "cuda")), backend=name, call=_custom_kernel)
+            for name, b in submission.BACKENDS.items() if b.races]
+
+
 STRATEGIES = [
     Strategy("ceiling", "ceiling: streaming read",
              "plain read of a + sfa + b row 0 + sfb row 0 + c (timing.read_ceiling kernel)",
              requires=("cuda", "triton")),
-    Strategy("cuda", "cuda backend", "submission.custom_kernel, NVFP4_GEMV_BACKEND=cuda (hand-written kernel, "
-             "NVRTC)", requires=("cuda", "cuda_kernel"), backend="cuda", call=_custom_kernel),
-    Strategy("triton", "triton backend", "submission.custom_kernel, NVFP4_GEMV_BACKEND=triton",
-             requires=("cuda", "triton"), backend="triton", call=_custom_kernel),
-    Strategy("scaled_mm", "_scaled_mm backend",
-             "submission.custom_kernel, NVFP4_GEMV_BACKEND=scaled_mm (FP4 torch._scaled_mm per batch)",
-             requires=("cuda", "fp4_scaled_mm"), backend="scaled_mm", call=_custom_kernel),
+    *backend_strategies(),
     Strategy("official", "official loop (server's reference)",
              "reference.ref_kernel_scaled_mm: per batch to_blocked of the plain GPU scales, _scaled_mm",
              requires=("cuda", "fp4_scaled_mm"), call=reference.ref_kernel_scaled_mm),

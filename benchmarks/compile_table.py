@@ -16,15 +16,15 @@ TRITON_DUMP_PTXAS_LOG=1 (registers and spills come from ptxas's own report of th
 What is compiled (``launch_variants``): ``submission.triton_compile_variants()`` where the
 submission defines it -- a list of dicts {"constexprs", "num_warps", "num_stages", "signature"}
 (optional "attrs" {arg name: "D" or [["tt.divisibility", 16]]}, "kernel" (name) and "source"
-(a label)) covering everything the backend can launch. Otherwise the launches are recorded:
-``_triton_backend`` is called with every config of ``launch_choices`` (both scale layouts) and
-every decode of ``_DECODES`` (but the timing probe) on the official shapes and on 128 x K x 1
-for K = 64, 128, ... 4096 (the default config family: every
-step of its BLOCK_G halving for small K, both EVEN_G), with each ``*_kernel`` function replaced
-by a recorder. The recorded arguments are specialised as Triton's JIT does, by the Triton
-version under test (value 1 -> constexpr; multiples of 16 and 16-byte-aligned pointers ->
-divisibility 16), and each distinct (kernel, constexprs, warps, stages) is kept once, as the
-first shape launched it (benchmark shapes first, then tests, then the family).
+(a label)) covering everything the backend can launch. Otherwise, where the submission has
+``triton_configs(m, k, l)`` (every config it can launch for a shape) and ``triton_launch(data, m,
+k, l, cfg)`` (the launch its backend makes: kernel, grid, args, kwargs), every such launch on
+the official shapes and on 128 x K x 1 for K = 64, 128, ... 4096 (the default config family:
+every step of its BLOCK_G halving for small K, both EVEN_G). The launch arguments are
+specialised as Triton's JIT does, by the Triton version under test (value 1 -> constexpr;
+multiples of 16 and 16-byte-aligned pointers -> divisibility 16), and each distinct (kernel,
+constexprs, warps, stages) is kept once, as the first shape launched it (benchmark shapes
+first, then tests, then the family). Progress goes to stderr, a line per 20 compiles.
 
 tests/test_compile_gate.py runs the same ``Worker``s and fails on any compile error, for either version.
 """
@@ -55,6 +55,7 @@ ENV_SERVER_TRITON = "NVFP4_SERVER_TRITON"  # folder of the server's Triton (defa
 PROBE_DECODE = "loads-only"  # a timing probe with wrong output: not compiled here
 KERNEL_SUFFIX = "_kernel"  # a module-level @triton.jit function named *_kernel is a kernel
 WORKER_TIMEOUT_S = 900
+PROGRESS = "compile_table: "  # the prefix of a progress line (stderr; a worker's are passed on as they come)
 DEFAULT_FAMILY_MAX_K = 4096  # 128 x K x 1, K = 64 ... this: K/16 up to 4x the default BLOCK_G (64)
 
 
@@ -153,69 +154,38 @@ def variant_from_launch(fn, args: tuple, kwargs: dict, source: str) -> dict:
             "attrs": attrs, "num_warps": kwargs.get("num_warps", 4), "num_stages": kwargs.get("num_stages", 3)}
 
 
-class _Recorder:
-    """Stands in for a kernel: ``rec[grid](*args, **kwargs)`` records the launch."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.calls.append((args, kwargs))
-
-
-def recorded_variants(sub, kernels: dict) -> list[dict]:
-    """The launches ``_triton_backend`` makes on the official shapes and the default family."""
+def launched_variants(sub, kernels: dict) -> list[dict]:
+    """The launches the submission's triton backend makes (``triton_launch``) for every config it
+    can launch (``triton_configs``) on the official shapes and the default family."""
     import reference
     shapes = json.loads((ROOT / "shapes.json").read_text())
     cases = [(s["m"], s["k"], s["l"], f"{s['m']}x{s['k']}x{s['l']} (benchmark)") for s in shapes["benchmarks"]]
     cases += [(s["m"], s["k"], s["l"], f"{s['m']}x{s['k']}x{s['l']} (test)") for s in shapes["tests"]]
     cases += [(128, k, 1, f"128x{k}x1 (default family)") for k in range(64, DEFAULT_FAMILY_MAX_K + 1, 64)]
-    decodes = [d for d in sub._DECODES if d != PROBE_DECODE]
-    saved = {name: getattr(sub, name) for name in kernels}
-    saved_plain = getattr(sub, "_TRITON_PLAIN", None)
-    recorders = {name: _Recorder() for name in kernels}
     variants, seen = [], set()
-    try:
-        for name, rec in recorders.items():
-            setattr(sub, name, rec)
-        for m, k, l, source in cases:
-            data = reference.generate_input(m, k, l, 1111, device="cpu")
-            for cfg, decode, plain in launch_choices(sub, m, k, l, decodes):
-                sub._TRITON_PLAIN = plain
-                with contextlib.suppress(Exception):  # launches after the recorded one may fail
-                    sub._triton_backend(data, m, k, l, cfg, decode=decode)
-                for name, rec in recorders.items():
-                    for args, kwargs in rec.calls:
-                        v = variant_from_launch(kernels[name], args, kwargs, source)
-                        key = (name, json.dumps([v["constexprs"], v["num_warps"], v["num_stages"]], sort_keys=True))
-                        if key not in seen:
-                            seen.add(key)
-                            variants.append(v)
-                    rec.calls.clear()
-    finally:
-        for name, fn in saved.items():
-            setattr(sub, name, fn)
-        sub._TRITON_PLAIN = saved_plain
+    for m, k, l, source in cases:
+        data = reference.generate_input(m, k, l, 1111, device="cpu")
+        for cfg in sub.triton_configs(m, k, l):
+            try:
+                kernel, _, args, kwargs = sub.triton_launch(data, m, k, l, cfg)
+            except ValueError:
+                continue  # a config that cannot run this shape
+            name = kernel.__name__
+            v = variant_from_launch(kernels[name], args, kwargs, source)
+            key = (name, json.dumps([v["constexprs"], v["num_warps"], v["num_stages"]], sort_keys=True))
+            if key not in seen:
+                seen.add(key)
+                variants.append(v)
     return variants
-
-
-def launch_choices(sub, m: int, k: int, l: int, decodes: list) -> list:
-    """(config, decode, plain scales) the triton backend can launch for a shape: the default and
-    tuning candidates (``_candidates``), the configs measured for any GPU model (``_MEASURED``),
-    every decode but the probe, both scale layouts."""
-    cfgs = list(sub._candidates("triton", m, k, l, (9, 0)))
-    for table in sub._MEASURED.values():
-        cfg = table.get(("triton", m, k, l))
-        if cfg is not None and cfg not in cfgs:
-            cfgs.append(cfg)
-    return [(cfg, decode, plain) for cfg in cfgs for decode in decodes for plain in (False, True)]
 
 
 def launch_variants(sub, kernels: dict | None = None) -> list[dict]:
     """Every compile variant of the submission's kernels (see the module doc)."""
     kernels = kernels_of(sub) if kernels is None else kernels
     if not hasattr(sub, "triton_compile_variants"):
-        return recorded_variants(sub, kernels)
+        if hasattr(sub, "triton_launch") and hasattr(sub, "triton_configs"):
+            return launched_variants(sub, kernels)
+        return []
     out = []
     for v in sub.triton_compile_variants():
         v = dict(v)
@@ -292,10 +262,14 @@ def compile_all(submission: Path | str = SUBMISSION) -> dict:
     problems = [f"kernel {name} has no compile variant" for name in kernels
                 if not any(v["kernel"] == name for v in variants)]
     problems += [f"variant for unknown kernel {v['kernel']}" for v in variants if v["kernel"] not in kernels]
-    rows = [compile_variant(kernels[v["kernel"]], v, arch) for v in variants if v["kernel"] in kernels
-            for arch in ARCHS]
+    todo = [(v, arch) for v in variants if v["kernel"] in kernels for arch in ARCHS]
+    rows = []
+    for i, (v, arch) in enumerate(todo):
+        rows.append(compile_variant(kernels[v["kernel"]], v, arch))
+        if i % 20 == 19 or i == len(todo) - 1:
+            print(f"{PROGRESS}triton {triton.__version__}: {i + 1}/{len(todo)} compiles", file=sys.stderr, flush=True)
     return {"triton": triton.__version__, "triton_file": triton.__file__, "kernels": sorted(kernels),
-            "decodes": dict(getattr(sub, "_DECODES", {})), "variants": variants, "rows": rows,
+            "variants": variants, "rows": rows,
             "problems": problems, "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -321,12 +295,27 @@ class Worker:
                "--submission", str(Path(submission).resolve())]
         env = _child_env(triton_path, str(Path(self._tmp.name) / "cache"))
         self._log = Path(self._tmp.name) / "worker.log"  # a file, not a pipe: nothing blocks the worker
+        self._shown = 0  # characters of the log already looked at for progress lines
+        self._started = time.monotonic()
         with open(self._log, "w") as log:
             self._proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def progress(self) -> bool:
+        """Pass the worker's new progress lines on to stderr; whether it is still running."""
+        running = self._proc.poll() is None
+        text = self._log.read_text(errors="replace")
+        for line in text[self._shown:].splitlines(keepends=True):
+            if not line.endswith("\n"):
+                break
+            self._shown += len(line)
+            if line.startswith(PROGRESS):
+                print(line.rstrip(), file=sys.stderr, flush=True)
+        return running
 
     def result(self) -> dict:
         try:
             self._proc.wait(timeout=self.timeout)
+            self.progress()
             output = self._log.read_text(errors="replace")
         except subprocess.TimeoutExpired:
             self._proc.kill()
@@ -363,7 +352,6 @@ def markdown(result: dict) -> str:
     archs side by side."""
     rows = result["rows"]
     names = list(dict.fromkeys(k for r in rows for k in r["constexprs"]))
-    decode_names = {v: k for k, v in result.get("decodes", {}).items()}
     head = ["kernel", *names, "warps", "stages"]
     for arch in ARCHS:
         head += [f"regs {arch}", f"spill st/ld B {arch}", f"shared B {arch}"]
@@ -376,9 +364,7 @@ def markdown(result: dict) -> str:
     for (kernel, _, warps, stages), per_arch in by_variant.items():
         first = next(iter(per_arch.values()))
         cells = [kernel]
-        for n in names:
-            v = first["constexprs"].get(n, "")
-            cells.append(f"{v} {decode_names[v]}" if n == "DECODE" and v in decode_names else str(v))
+        cells += [str(first["constexprs"].get(n, "")) for n in names]
         cells += [str(warps), str(stages)]
         for arch in ARCHS:
             r = per_arch.get(arch)
@@ -424,17 +410,18 @@ def cuda_rows(sub) -> list[dict]:
     import triton
     dump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     try:
-        sub._nvrtc()
+        sub.find_nvrtc()
     except Exception:  # noqa: BLE001 - no NVRTC here: no table
         return []
     if not dump.exists():
         return []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for cfg, full, plain in sub.cuda_compile_variants():
-            if not (full and plain):
-                continue  # the masked tail and permuted-scale variants are compiled by the gate, not tabled
-            name, source = sub.cuda_kernel(cfg, full, plain)
+        todo = [cfg for cfg, full, plain in sub.cuda_compile_variants() if full and plain]
+        for i, cfg in enumerate(todo):  # the masked tail and permuted-scale variants: compiled by the gate, not tabled
+            if i % 10 == 9 or i == len(todo) - 1:
+                print(f"{PROGRESS}cuda: {i + 1}/{len(todo)} configs", file=sys.stderr, flush=True)
+            name, source = sub.cuda_kernel(cfg, True, True)
             for arch in CUDA_ARCHS:
                 path = Path(tmp) / f"{name}.{arch}.cubin"
                 path.write_bytes(sub.cuda_compile(source, arch))
@@ -446,10 +433,9 @@ def cuda_rows(sub) -> list[dict]:
 
 
 def cuda_markdown(rows: list[dict]) -> str:
-    out = ["| config (LPR, RPT, U, WARPS, DECODE, V, LOAD, PIPE, MINB) | arch | registers | stack bytes "
-           "| static shared bytes |", "|---|---|---|---|---|"]
+    out = ["| config | arch | registers | stack bytes | static shared bytes |", "|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {tuple(r['config'])} | {r['arch']} | {r['regs']} | {r['stack']} | {r['shared']} |")
+        out.append(f"| {r['config']!r} | {r['arch']} | {r['regs']} | {r['stack']} | {r['shared']} |")
     return "\n".join(out)
 
 
@@ -458,6 +444,8 @@ def cuda_markdown(rows: list[dict]) -> str:
 def gate(submission: Path | str = SUBMISSION, server: Path | None = None) -> list[dict]:
     """Compile with the installed Triton and, where ``server`` is given, the server's, in parallel."""
     workers = [Worker(None, submission)] + ([Worker(server, submission)] if server is not None else [])
+    while any([w.progress() for w in workers]) and time.monotonic() - workers[0]._started < workers[0].timeout:
+        time.sleep(1)
     return [w.result() for w in workers]
 
 

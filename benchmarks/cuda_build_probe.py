@@ -24,7 +24,7 @@ import reference  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import timing  # noqa: E402
 
-CFG = (32, 1, 8, 4, 0)
+CFG = submission.CudaConfig(lpr=32, rpt=1, u=8, warps=4, decode="dp4a")
 SHAPE = (7168, 16384, 1)
 
 
@@ -64,32 +64,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     m, k, l = SHAPE
     data = reference.generate_input(m, k, l, 1, device="cuda")
-    submission._check(data)
-    print(f"NVRTC {submission.nvrtc_version()} from {submission._nvrtc_candidates()[0]}")
+    submission.check_inputs(data)
+    print(f"NVRTC {submission.nvrtc_version()} from {submission.nvrtc_candidates()[0]}")
     compile_s = []
-    for cfg in (CFG, (32, 2, 4, 4, 0), (32, 1, 4, 8, 0)):
+    for cfg in (CFG, CFG._replace(rpt=2, u=4), CFG._replace(u=4, warps=8)):
         name, source = submission.cuda_kernel(cfg, True, True)
         t0 = time.perf_counter()
         submission.cuda_compile(source, submission.cuda_arch(torch.cuda.get_device_capability()))
         compile_s.append(time.perf_counter() - t0)
     print("NVRTC compile, s per config: " + ", ".join(f"{s:.3f}" for s in compile_s))
-    nvrtc = lambda d: submission._cuda_backend(d, m, k, l, CFG)  # noqa: E731
+    nvrtc = lambda d: submission.run_backend("cuda", d, CFG)  # noqa: E731
     nvrtc(data)
     torch.cuda.synchronize()
     expected = data[6].clone()
-    run = next(iter(submission._CUDA_LAUNCH.values()))  # reads the plain scales (on the GPU)
     a, b, sfa, sfb, _, _, c = data
     os.environ.pop("NVFP4_GEMV_BACKEND", None)
     submission.custom_kernel(data)  # first call: checks, race, fast path registered
     small = reference.generate_input(128, 256, 1, 1, device="cuda")
     submission.custom_kernel(small)
-    sig_us = min(timing.host_cost(lambda d: submission._signature(d), small) for _ in range(3))
     print(f"host us/call on 128x256x1 (device work ~2 us, so the host sets the pace): custom_kernel "
-          f"{min(timing.host_cost(submission.custom_kernel, small) for _ in range(3)):.2f} "
-          f"(of which the signature {sig_us:.2f}), bare Triton launch "
+          f"{min(timing.host_cost(submission.custom_kernel, small) for _ in range(3)):.2f}, bare Triton launch "
           f"{min(timing.bare_launch_host_cost() for _ in range(3)):.2f}")
-    print(f"host us/call: _cuda_backend path {timing.host_cost(nvrtc, data):.2f}, "
-          f"bare ctypes launch {timing.host_cost(lambda d: run(a, b, sfa, sfb, c), data):.2f}, "
+    print(f"host us/call: run_backend path {timing.host_cost(nvrtc, data):.2f}, "
+          f"custom_kernel (fast path) {timing.host_cost(submission.custom_kernel, data):.2f}, "
           f"bare Triton launch {timing.bare_launch_host_cost():.2f}")
     sets = [reference.generate_input(m, k, l, 1 + i, device="cuda") for i in range(8)]
     print(f"device us (NVRTC build): {timing.median(timing.device_times(nvrtc, sets)):.2f}")
@@ -105,12 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"load_inline build (cold, MAX_JOBS={os.environ['MAX_JOBS']}): {time.perf_counter() - t0:.1f} s")
         rs = (data[2].stride(0), data[2].stride(2), data[3].stride(2))
-        grid = (m // submission._cuda_rows(CFG), l)
+        grid = (m // CFG.rows, l)
 
         def ext(d):
             a, b, sfa, sfb, _, _, c = d
             mod.launch(a, b, sfa, sfb, c, k // 32, a.stride(0), a.stride(2), b.stride(2), *rs, c.stride(0),
-                       c.stride(2), grid[0], grid[1], 32 * CFG[3])
+                       c.stride(2), grid[0], grid[1], 32 * CFG.warps)
             return c
 
         data[6].fill_(float("nan"))

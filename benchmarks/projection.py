@@ -77,7 +77,7 @@ def project(full: dict, sms_run: dict) -> list[str]:
             if p is None:
                 cells.append("-")
                 continue
-            cfg = tuple(p["config"])
+            cfg = submission.CudaConfig.of(p["config"])
             per = sass_count.count(cfg, "sm_90a")["per_chunk"]
             iss = issue_us(m, k, l, per, sms)
             model = max(p["ceiling_us"], iss)
@@ -94,7 +94,7 @@ def project(full: dict, sms_run: dict) -> list[str]:
            ["benchmarks"]}
     for shape in full_rows:
         m, k, l = (int(x) for x in shape.split("x"))
-        cands = [c for c in submission._candidates("cuda", m, k, l, (10, 0)) if c[4] == 1]
+        cands = [c for c in submission.BACKENDS["cuda"].candidates(m, k, l, (10, 0)) if c.decode == "f16x2"]
         counts = {c: sass_count.count(c, "sm_100a")["per_chunk"] for c in cands}
         cfg = min(counts, key=counts.get)
         nbytes = full_rows[shape]["bytes"]

@@ -19,7 +19,10 @@ What is left out: b's preparation and its shared-memory traffic (amortised over 
 chunks), addressing, the loop's own bookkeeping; those are what the count above the minimum
 shows.
 
-Usage (repository root): python3 benchmarks/sass_count.py [--config 8,2,4,1,1,1,2,0,20,1 --arch sm_100a]
+Progress goes to stderr, a line per config.
+
+Usage (repository root):
+  python3 benchmarks/sass_count.py [--config lpr=8,rpt=2,u=4,warps=1,v=1,pipe=0,minb=20,bsh=1 --arch sm_100a]
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def cuobjdump() -> str:
 
 def disassemble(cfg: tuple, arch: str) -> tuple[str, str]:
     """(SASS text, resource usage text) of ``cfg`` (full steps, plain scales) for ``arch``."""
-    name, source = submission.cuda_kernel(tuple(cfg), True, True)
+    name, source = submission.cuda_kernel(submission.CudaConfig.of(cfg), True, True)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.cubin"
         path.write_bytes(submission.cuda_compile(source, arch))
@@ -89,13 +92,14 @@ def opcode(text: str) -> str:
 def count(cfg: tuple, arch: str) -> dict:
     """{"per_chunk": K-loop instructions per 16 bytes of a and lane, "loop": loop length,
     "ops": {opcode: per 16 bytes}, "registers", "minimum", "over_minimum"}."""
+    cfg = submission.CudaConfig.of(cfg)
     sass, usage = disassemble(cfg, arch)
     body = k_loop(sass)
-    chunks = cfg[1] * cfg[2]  # RPT * U chunks per lane and step
+    chunks = cfg.rpt * cfg.u  # chunks per lane and step
     ops = collections.Counter(opcode(t) for t in body)
     regs = re.search(r"REG:(\d+)", usage)
     per_chunk = len(body) / chunks
-    return {"config": tuple(cfg), "arch": arch, "loop": len(body), "per_chunk": per_chunk,
+    return {"config": cfg, "arch": arch, "loop": len(body), "per_chunk": per_chunk,
             "ops": {k: round(v / chunks, 2) for k, v in ops.most_common()},
             "registers": int(regs.group(1)) if regs else None, "minimum": PAPER_MINIMUM[arch],
             "over_minimum": per_chunk / PAPER_MINIMUM[arch]}
@@ -105,14 +109,14 @@ def default_configs() -> list[tuple]:
     """(shape, arch, config, role): per benchmark shape, the H100 table's cuda entry on sm_90a and
     on sm_100a what a B200 would run: the default and every tuner candidate with the f16x2 decode."""
     out = []
-    h100 = submission._MEASURED.get("NVIDIA H100 80GB HBM3", {})
-    for m, k, l in submission._TUNED_SHAPES:
+    h100 = submission.CUDA_MEASURED.get("NVIDIA H100 80GB HBM3", {})
+    for m, k, l in submission.TUNED_SHAPES:
         shape = f"{m}x{k}x{l}"
-        if ("cuda", m, k, l) in h100:
-            out.append((shape, "sm_90a", tuple(h100[("cuda", m, k, l)]), "H100 table"))
-        for i, cfg in enumerate(submission._candidates("cuda", m, k, l, (10, 0))):
-            if cfg[4] == 1:
-                out.append((shape, "sm_100a", tuple(cfg), "B200 default" if i == 0 else "B200 tuner candidate"))
+        if (m, k, l) in h100:
+            out.append((shape, "sm_90a", h100[(m, k, l)], "H100 table"))
+        for i, cfg in enumerate(submission.BACKENDS["cuda"].candidates(m, k, l, (10, 0))):
+            if cfg.decode == "f16x2":
+                out.append((shape, "sm_100a", cfg, "B200 default" if i == 0 else "B200 tuner candidate"))
     return out
 
 
@@ -121,19 +125,20 @@ def table(rows: list[dict]) -> list[str]:
            "| top opcodes per 16 B |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         top = ", ".join(f"{k} {v}" for k, v in list(r["ops"].items())[:6])
-        out.append(f"| {r['shape']} | {r['arch']} | {r['config']} | {r['role']} | {r['per_chunk']:.1f} | "
+        out.append(f"| {r['shape']} | {r['arch']} | {r['config']!r} | {r['role']} | {r['per_chunk']:.1f} | "
                    f"{r['over_minimum']:.2f}x of {r['minimum']} | {r['registers']} | {top} |")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 benchmarks/sass_count.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", default="", help="one config, comma-separated (default: the table's and the "
-                                                 "B200 candidates of each benchmark shape)")
+    ap.add_argument("--config", default="", help="one config, its fields by name or by position, comma-separated "
+                                                 "(default: the table's and the B200 candidates of each benchmark "
+                                                 "shape)")
     ap.add_argument("--arch", default="sm_100a", choices=sorted(PAPER_MINIMUM), help="with --config")
     args = ap.parse_args(argv)
     try:
-        submission._nvrtc()
+        submission.find_nvrtc()
     except submission.CudaBuildError as exc:
         print(f"sass_count.py needs NVRTC (pip install nvidia-cuda-nvrtc): {exc}", file=sys.stderr)
         return 2
@@ -142,13 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.config:
         try:
-            cfg = tuple(int(x) for x in args.config.split(","))
-        except ValueError:
-            ap.error(f"--config {args.config}: comma-separated integers")
+            cfg = submission.CudaConfig.parse(args.config)
+        except (TypeError, ValueError) as exc:
+            ap.error(f"--config {args.config}: {exc}")
+        if cfg.decode is None:
+            cfg = cfg._replace(decode="f16x2" if args.arch == "sm_100a" else "dp4a-sr")
         todo = [("-", args.arch, cfg, "--config")]
     else:
         todo = default_configs()
-    rows = [{**count(cfg, arch), "shape": shape, "role": role} for shape, arch, cfg, role in todo]
+    rows = []
+    for i, (shape, arch, cfg, role) in enumerate(todo):
+        print(f"sass_count: {i + 1}/{len(todo)} {cfg!r} {arch}", file=sys.stderr, flush=True)
+        rows.append({**count(cfg, arch), "shape": shape, "role": role})
     print("\n".join(table(rows)))
     return 0
 

@@ -316,11 +316,11 @@ def launch_scaling(submission, blocks_per_sm: int = 8) -> dict:
                                           [None], 5, warmup=1))}
     try:
         arch = submission.cuda_arch(torch.cuda.get_device_capability(dev))
-        fn = submission._driver().function(submission.cuda_compile(_SPIN_CUDA_SRC, arch), "spin", dev)
+        fn = submission.cuda_driver().function(submission.cuda_compile(_SPIN_CUDA_SRC, arch), "spin", dev)
         ptr, iters = ctypes.c_void_p(out.data_ptr()), ctypes.c_int(SPIN_ITERS)
         params = (ctypes.c_void_p * 2)(ctypes.addressof(ptr), ctypes.addressof(iters))
         u = ctypes.c_uint
-        launch = submission._driver().launch
+        launch = submission.cuda_driver().launch
 
         def run(_):
             if launch(fn, u(grid), u(1), u(1), u(1024), u(1), u(1), u(0), None, params, None):

@@ -73,3 +73,14 @@ def _kit_modules_as_found():
 @pytest.fixture
 def device() -> torch.device:
     return torch.device("cuda" if HAS_CUDA else "cpu")
+
+
+def set_backend(monkeypatch, sub, name: str, **fields) -> None:
+    """For one test, backend ``name`` of ``sub``'s registry with ``fields`` of its record replaced
+    (e.g. ``run=stub``, ``supported=lambda device: (True, "")``)."""
+    monkeypatch.setitem(sub.BACKENDS, name, sub.BACKENDS[name]._replace(**fields))
+
+
+def kernel_backends(sub) -> list:
+    """The backends of ``sub``'s registry that auto races on a GPU, in their order."""
+    return [name for name, b in sub.BACKENDS.items() if b.races]

@@ -19,20 +19,23 @@ import torch
 from conftest import ROOT
 
 import eval as kit_eval
+import submission
 from benchmarks import apply_table, bench_kernel
 
 FIXTURES = ROOT / "tests" / "fixtures"
 H100 = "NVIDIA H100 80GB HBM3"
 B200 = "NVIDIA B200"
-# The B200 fixture's winners: on 7168x16384x1 the tie rule decides (the fastest under the
-# server's protocol, (32, 4, 4, 8, 1, ...), is slower clean than one within 1% of it).
+Cuda, Triton = submission.CudaConfig, submission.TritonConfig
+# The B200 fixture's winners (recorded by position: decode 1 is f16x2): on 7168x16384x1 the tie
+# rule decides (the fastest under the server's protocol, lpr=32, rpt=4, u=4, warps=8, is slower
+# clean than one within 1% of it).
 B200_WINNERS = {
-    ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 1, 2, 2, 0, 1),
-    ("cuda", 4096, 7168, 8): (32, 8, 1, 1, 1, 1, 2, 0, 1),
-    ("cuda", 7168, 2048, 4): (32, 4, 1, 1, 1, 1, 2, 0, 1),
-    ("triton", 7168, 16384, 1): (8, 128, 2, 1),
-    ("triton", 4096, 7168, 8): (16, 32, 1, 1),
-    ("triton", 7168, 2048, 4): (16, 64, 2, 1),
+    ("cuda", 7168, 16384, 1): Cuda(lpr=32, rpt=2, u=8, warps=2, decode="f16x2", pipe=0, minb=1),
+    ("cuda", 4096, 7168, 8): Cuda(lpr=32, rpt=8, u=1, warps=1, decode="f16x2", v=1, pipe=0, minb=1),
+    ("cuda", 7168, 2048, 4): Cuda(lpr=32, rpt=4, u=1, warps=1, decode="f16x2", v=1, pipe=0, minb=1),
+    ("triton", 7168, 16384, 1): Triton(block_m=8, block_g=128, warps=2),
+    ("triton", 4096, 7168, 8): Triton(block_m=16, block_g=32, warps=1),
+    ("triton", 7168, 2048, 4): Triton(block_m=16, block_g=64, warps=2),
 }
 
 
@@ -79,15 +82,28 @@ def test_kernel_revision_is_a_short_stable_hash():
 
 KERNEL_EDITS = [  # (what, old, new): each changes what a measured config means
     ("cuda source, a #pragma line", "#pragma unroll\n", "#pragma unroll 1\n"),
+    ("cuda source, an operand", "0x88888888u, vh = shr_hi<16>(v)", "0x88888888u, vh = shr_hi<15>(v)"),
     ("cuda wrapper template", "__launch_bounds__({bounds})", "__launch_bounds__({bounds}, 1)"),
-    ("cuda default shape", "_CUDA_SHAPE = (2, 2, 1, 0, 0, 1)", "_CUDA_SHAPE = (2, 2, 0, 0, 0, 1)"),
+    ("cuda config default", "    pipe: int = 1  #", "    pipe: int = 0  #"),
     ("triton kernel body", "out = tl.sum(acc, axis=1)", "out = tl.sum(acc, axis=1) * 1.0"),
+    ("triton helper the kernel reaches", "_POS_LO, _POS_HI = 0x03020100, 0x0C080604",
+     "_POS_LO, _POS_HI = 0x03020100, 0x0C080605"),
     ("triton decode", '_TRITON_DECODE = "dp4a"', '_TRITON_DECODE = "f16x2"'),
+    ("triton launch", "EVEN_G=n_groups % cfg.block_g == 0", "EVEN_G=False"),
 ]
 NEUTRAL_EDITS = [  # (what, old, new): none of these touches a kernel
-    ("comment in the triton block", "    # e2m1 magnitude code -> 2|value|", "    # e2m1 code -> 2|value|"),
-    ("the measured table", '("triton", 7168, 2048, 4): (16, 64, 2, 1),', '("triton", 7168, 2048, 4): (16, 32, 1, 1),'),
+    ("comment in the triton block", "# e2m1 magnitude code -> 2|value| as a byte", "# e2m1 code -> 2|value|"),
+    ("docstring of cuda_kernel", "``probe`` the loads-only timing probe.", "``probe`` the loads-only probe (wrong c)."),
+    ("comment in the cuda source", "// b and its scales are small and read by every row: plain cached loads.",
+     "// b and its scales: small, read by every row, so plain cached loads."),
+    ("docstring of a Triton helper", '"""Nibble n of uint32 words -> fp32 2 * value',
+     '"""Nibble n of a uint32 word -> 2 * value'),
+    ("comment of a config field", "# rows per lane", "# rows each lane owns"),
+    ("the measured table", "(7168, 2048, 4): TritonConfig(block_m=16, block_g=64, warps=2),",
+     "(7168, 2048, 4): TritonConfig(block_m=16, block_g=32, warps=1),"),
     ("another constant", "_TORCH_CHUNK = 1 << 24", "_TORCH_CHUNK = 1 << 23"),
+    ("a config type's method", "return f\"triton block_m={self.block_m} must divide M={m}\"",
+     "return f\"triton block_m={self.block_m} does not divide M={m}\""),
 ]
 
 
@@ -155,7 +171,7 @@ def test_rank_server_time_first_clean_time_within_one_percent():
 
 def test_h100_sweep_of_todays_winners_reproduces_todays_table(tmp_path, sub, capsys):
     results = fixture("h100")
-    swept = apply_table.picks(results, apply_table._cuda_shape(sub.read_text()))
+    swept = apply_table.picks(results, apply_table.submission_module(sub.read_text()))
     table = apply_table.read_table(sub.read_text())[H100]
     assert {key: p["ranked"][0]["cfg"] for key, p in swept.items()} == table, \
         "the fixture's winners are no longer today's H100 entries"
@@ -163,7 +179,7 @@ def test_h100_sweep_of_todays_winners_reproduces_todays_table(tmp_path, sub, cap
     assert apply(tmp_path, results, sub) == 0
     assert sub.read_text() == before
     out = capsys.readouterr().out
-    assert out.count(": unchanged (") == len(table) and "nothing to change" in out
+    assert out.count(": unchanged ") == len(table) and "nothing to change" in out
 
 
 def test_b200_sweep_adds_a_block_that_config_for_uses(tmp_path, sub, monkeypatch, capsys):
@@ -177,14 +193,17 @@ def test_b200_sweep_adds_a_block_that_config_for_uses(tmp_path, sub, monkeypatch
     assert {m: t for m, t in tables.items() if m != B200} == old
     assert all(len(line) <= 120 for line in text.splitlines())  # the project's line length
     new_lines = [line for line in text.splitlines() if line not in before.splitlines()]
-    comment = " ".join(line.strip().lstrip("# ") for line in new_lines if line.strip().startswith("#"))
+    comments = [line.strip() for line in new_lines if line.strip().startswith("#")]
+    assert len(comments) == len(B200_WINNERS), comments  # one line per entry, naming its record
+    assert ("# server 11.00 us, clean 10.05: sweep of 2026-12-01, kit 0123456789ab, kernel "
+            f"{apply_table.kernel_revision()}") in comments
+    out = capsys.readouterr().out
+    runner = Cuda(lpr=32, rpt=4, u=4, warps=8, decode="f16x2", pipe=0, minb=1)
     for said in ("server 11.00 us, clean 10.05 (ceilings 9.90 / 8.80), the best of 8 configs (1 more wrong)",
-                 "next (32, 4, 4, 8, 1, 2, 2, 0, 1) 10.90 / 10.20 (within 1% under the server's protocol, "
-                 "slower clean)",
+                 f"next {runner!r} 10.90 / 10.20 (within 1% under the server's protocol, slower clean)",
                  "triton's best 12.10 / 11.30", "cuda's best 11.00 / 10.05",
-                 "bench_kernel.py --sweep of 2026-12-01, kit 0123456789ab, kernel revision"):
-        assert said in comment, said
-    assert "new (32, 2, 8, 2, 1, 2, 2, 0, 1)" in capsys.readouterr().out
+                 f"cuda 7168x16384x1: new {B200_WINNERS[('cuda', 7168, 16384, 1)]!r}"):
+        assert said in out, said
 
     mod = apply_table._load(sub, "_b200_submission")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: B200)
@@ -194,12 +213,12 @@ def test_b200_sweep_adds_a_block_that_config_for_uses(tmp_path, sub, monkeypatch
     monkeypatch.delenv("NVFP4_GEMV_TUNE", raising=False)
     data = [types.SimpleNamespace(device=torch.device("cuda", 0))]
     for (backend, m, k, l), cfg in B200_WINNERS.items():
-        assert mod._config_for(backend, data, m, k, l) == cfg
+        assert mod.config_for(backend, data, m, k, l) == cfg
     variants = mod.cuda_compile_variants()  # what the compile gate builds now holds the new entries
     for (backend, *_), cfg in B200_WINNERS.items():
         assert backend != "cuda" or (cfg, True, True) in variants
     try:
-        mod._nvrtc()
+        mod.find_nvrtc()
     except mod.CudaBuildError:
         pass  # no NVRTC here (tests/test_cuda_backend.py's compile gate says so)
     else:  # and they compile for the B200
@@ -213,10 +232,11 @@ def test_a_better_config_replaces_the_entry_and_its_comment(tmp_path, sub, capsy
     """The sweep's winner differs from an entry: that entry and its comment are replaced (the
     comment names the former entry's times in this run); every other line stays."""
     results = fixture("h100")
-    entry, better = (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8), (8, 2, 4, 1, 3, 1, 2, 0, 5, 1, 4)
+    entry, better = (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8), (8, 2, 4, 1, 3, 1, 2, 0, 5, 1, 4)  # as recorded
     for r in results["sweeps"]["4096x7168x8 cuda"]:
         if r["cfg"] == list(better):
             r.update(us=47.90, server_us=50.00)
+    entry, better = Cuda.of(entry), Cuda.of(better)
     before = sub.read_text().splitlines()
     assert apply(tmp_path, results, sub) == 0
     after = sub.read_text().splitlines()
@@ -224,15 +244,18 @@ def test_a_better_config_replaces_the_entry_and_its_comment(tmp_path, sub, capsy
     (change,) = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
                  if op[0] != "equal"]
     removed, added = before[change[1]:change[2]], after[change[3]:change[4]]
-    assert removed[-1].strip() == f'("cuda", 4096, 7168, 8): {entry},'
-    assert all(line.strip().startswith("#") for line in removed[:-1]) and len(removed) >= 2
-    assert added[-1].strip() == f'("cuda", 4096, 7168, 8): {better},'
-    comment = " ".join(line.strip().lstrip("# ") for line in added[:-1])
-    assert "server 50.00 us, clean 47.90" in comment
-    former = next(r for r in results["sweeps"]["4096x7168x8 cuda"] if r["cfg"] == list(entry))
+
+    def code(lines):
+        return " ".join(line.strip() for line in lines if not line.strip().startswith("#"))
+
+    assert code(removed) == f"(4096, 7168, 8): {entry!r},"
+    assert removed[0].strip().startswith("#") and code(added) == f"(4096, 7168, 8): {better!r},"
+    (comment,) = [line.strip() for line in added if line.strip().startswith("#")]
+    assert comment.startswith("# server 50.00 us, clean 47.90: sweep of ")
+    former = next(r for r in results["sweeps"]["4096x7168x8 cuda"] if Cuda.of(r["cfg"]) == entry)
     times = f"{former['server_us']:.2f} / {former['us']:.2f}"
-    assert f"next the former entry {entry} {times}" in comment
-    assert f"{entry} -> {better}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"next the former entry {entry!r} {times}" in out and f"{entry!r} -> {better!r}" in out
 
 
 def test_wrong_rows_and_probes_never_win(tmp_path, sub, capsys):
@@ -248,7 +271,7 @@ def test_wrong_rows_and_probes_never_win(tmp_path, sub, capsys):
     assert apply(tmp_path, results, sub) == 0
     assert sub.read_text() == before
     out = capsys.readouterr().out
-    assert "cuda 7168x16384x1: unchanged (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8)" in out
+    assert f"cuda 7168x16384x1: unchanged {Cuda.of((8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8))!r}" in out
     assert "triton 7168x2048x4: no usable record (3 wrong or probes): left as it is" in out
 
 
@@ -266,6 +289,20 @@ def test_another_kernel_revision_is_refused(tmp_path, sub, capsys, revision, sai
     assert apply_table.read_table(sub.read_text())[B200] == B200_WINNERS
 
 
+def test_a_revision_of_the_same_sass_applies_without_force(tmp_path, sub, monkeypatch, capsys):
+    """A sweep recorded under an older revision that SAME_SASS lists as compiling to the current
+    revision's SASS applies as it is; one not listed is refused."""
+    monkeypatch.setattr(apply_table, "SAME_SASS", {apply_table.kernel_revision(): ("0123456789ab",)})
+    assert apply(tmp_path, fixture("b200", "0123456789ab"), sub) == 0
+    assert apply_table.read_table(sub.read_text())[B200] == B200_WINNERS
+    assert apply(tmp_path, fixture("b200", "ba9876543210"), sub) == 2
+
+
+def test_shipped_same_sass_names_revisions_of_12_digits():
+    for current, old in apply_table.SAME_SASS.items():
+        assert re.fullmatch(r"[0-9a-f]{12}", current) and all(re.fullmatch(r"[0-9a-f]{12}", o) for o in old)
+
+
 def test_dry_run_prints_the_diff_and_writes_nothing(tmp_path, sub, capsys):
     before = sub.read_text()
     assert apply(tmp_path, fixture("b200"), sub, "--dry-run") == 0
@@ -273,7 +310,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(tmp_path, sub, capsys):
     out = capsys.readouterr().out
     assert "--- a/submission.py" in out and "+++ b/submission.py" in out
     assert '+    "NVIDIA B200": {  # bench_kernel.py --sweep of 2026-12-01' in out
-    assert '+        ("cuda", 7168, 16384, 1): (32, 2, 8, 2, 1, 2, 2, 0, 1),' in out
+    assert f"+        (7168, 16384, 1): {B200_WINNERS[('cuda', 7168, 16384, 1)]!r}," in out
 
 
 def test_a_new_file_that_fails_its_checks_is_not_written(tmp_path, sub, monkeypatch, capsys):
@@ -282,7 +319,7 @@ def test_a_new_file_that_fails_its_checks_is_not_written(tmp_path, sub, monkeypa
     assert apply(tmp_path, fixture("b200"), sub) == 1
     assert sub.read_text() == before
     err = capsys.readouterr().err
-    assert "nothing written" in err and "triton config (8, 128, 2, 1) does not fit 7168x16384x1" in err
+    assert "nothing written" in err and f"triton config {Triton(8, 128, 2)!r} does not fit 7168x16384x1" in err
 
 
 def bench_without_sweep():

@@ -130,12 +130,13 @@ def test_gpu_device_times_raises_host_bound_when_every_round_stalls():
 
 
 @pytest.mark.parametrize("text, words", [
-    ('{"4096x7168x8": [[8, 2, 4, 1, 3, 0, 2, 0, 16, 1]]}', "4096x7168x8: cuda needs LPR in 2, 4, 8, 16, 32"),
-    ('{"4096x7168x8": [[8, 2, 4, 1, 3, 1, 2, 0, 16, 1, 0]]}', "KS >= 1"),
-    ('{"4096x7168x8": [[8, 2, "4"]]}', "is not a list of integers"),
+    ('{"4096x7168x8": [[8, 2, 4, 1, 3, 0, 2, 0, 16, 1]]}', "4096x7168x8: cuda needs lpr in 2, 4, 8, 16, 32"),
+    ('{"4096x7168x8": [[8, 2, 4, 1, 3, 1, 2, 0, 16, 1, 0]]}', "ks >= 1"),
+    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 11 numbers"),
+    ('{"4096x7168x8": [{"lpr": 8, "rpt": 2, "u": 4, "warps": 1, "lanes": 2}]}', "unexpected keyword argument 'lanes'"),
     ('[1, 2]', "must hold {'MxKxL': [cuda config, ...]}"),
     ('{"4096x7168x8": [', "not a readable JSON file"),
-], ids=["V 0", "KS 0", "a string", "a list", "broken JSON"])
+], ids=["V 0", "KS 0", "a string", "unknown field", "a list", "broken JSON"])
 def test_a_bad_grid_is_refused_in_one_line_before_any_work(tmp_path, capsys, text, words):
     """--grid: a file the sweep cannot use, or a config the cuda backend cannot build, stops the
     command at its arguments (exit 2), naming the file and what is wrong."""
@@ -147,8 +148,29 @@ def test_a_bad_grid_is_refused_in_one_line_before_any_work(tmp_path, capsys, tex
     assert info.value.code == 2 and f"--grid {path}: " in err and words in err
 
 
-def test_a_good_grid_is_read_as_tuples(tmp_path):
+def test_a_good_grid_is_read_as_configs(tmp_path):
+    """By position (decode by its number, the recorded form) or as a dict of fields."""
+    import submission
     path = tmp_path / "grid.json"
-    path.write_text('{"7168x16384x1": [[8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8], [32, 2, 8, 2, 2]]}')
+    path.write_text('{"7168x16384x1": [[8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8], [32, 2, 8, 2, 2], '
+                    '{"lpr": 32, "rpt": 2, "u": 8, "warps": 2, "decode": "dp4a-sr"}]}')
     args = bench_kernel.parse_args(["--sweep", "--grid", str(path)])
-    assert args.grid_configs == {"7168x16384x1": [(8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8), (32, 2, 8, 2, 2)]}
+    tile = submission.CudaConfig(lpr=32, rpt=2, u=8, warps=2, decode="dp4a-sr")
+    assert args.grid_configs == {"7168x16384x1": [
+        submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe=0, minb=2, bsh=1, ks=8),
+        tile, tile]}
+
+
+def test_options_import_without_torch_and_nothing_reads_argv_at_import(tmp_path):
+    """benchmarks/bench_options.py imports without torch (modal_app.py checks a job's options with
+    it), and importing bench_kernel.py with an unrelated --submission on the command line loads
+    no submission (main() and parse_args() choose it, not the import)."""
+    code = ("import sys; sys.modules['torch'] = None; from benchmarks import bench_options; "
+            "print(bench_options.build_parser().parse_args(['--reps', '3']).reps)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "3", proc.stderr
+    code = ("import sys; sys.argv = ['x', '--submission', sys.argv[1]]; from benchmarks import bench_kernel; "
+            "print(bench_kernel.submission is None, 'submission' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing.py")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "False"], proc.stderr

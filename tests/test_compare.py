@@ -77,7 +77,7 @@ def _fake(key, call, **kw):
 
 
 def _torch_backend(data):
-    return submission._torch_backend(data, *submission._check(data))
+    return submission._torch_run(data, *submission.check_inputs(data))
 
 
 @pytest.fixture

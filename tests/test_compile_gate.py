@@ -79,14 +79,18 @@ def test_variants_cover_what_the_kit_launches(compiled):
     of every benchmark shape, for every kernel of submission.py."""
     variants = compiled["installed"]["variants"]
     consts = [v["constexprs"] for v in variants]
-    shipped = {code for name, code in submission._DECODES.items() if name != ct.PROBE_DECODE}
+    shipped = {cfg.decode for m, k, l, _ in BENCHMARKS for cfg in submission.triton_configs(m, k, l)}
+    assert ct.PROBE_DECODE not in shipped and shipped == {"tl", "f16x2", "dp4a"}
     assert {c["DECODE"] for c in consts} == shipped
     assert {c["EVEN_G"] for c in consts} == {True, False}
     launched = {(v["constexprs"]["BLOCK_M"], v["constexprs"]["BLOCK_G"], v["num_warps"], v["num_stages"])
                 for v in variants}
     for m, k, l, _ in BENCHMARKS:
-        for cfg, _, _ in ct.launch_choices(submission, m, k, l, ["dp4a"]):
-            assert cfg in launched, (m, k, l, cfg)
+        for cfg in submission.triton_configs(m, k, l):
+            assert (cfg.block_m, cfg.block_g, cfg.warps, cfg.stages) in launched, (m, k, l, cfg)
+        for table in submission.TRITON_MEASURED.values():
+            assert table[(m, k, l)] in submission.triton_configs(m, k, l) or \
+                table[(m, k, l)]._replace(decode="dp4a") in submission.triton_configs(m, k, l)
     assert {v["constexprs"]["PLAIN"] for v in variants} == {True, False}
     assert set(compiled["installed"]["kernels"]) == {name for name in vars(submission) if name.endswith("_kernel")
                                                      and hasattr(getattr(submission, name), "arg_names")}
@@ -178,3 +182,25 @@ def test_cli_prints_a_summary_and_writes_the_table(compiled, tmp_path, monkeypat
     assert lines[-1] == f"the table: {out}"
     table = out.read_text()
     assert table.count("\n| ") >= len(compiled["installed"]["rows"]) // len(ct.ARCHS)
+
+
+def _section_rows(text: str, heading: str) -> list:
+    """The table lines (``| ...``) of the section of ``text`` under ``heading``, up to the next heading."""
+    lines = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0].splitlines() if heading + "\n" in text else []
+    return [line for line in lines if line.startswith("| ")]
+
+
+def test_the_shipped_compile_table_is_current(compiled):
+    """benchmarks/results/compile-table.md holds the rows a compile run gives now: for each Triton
+    version compiled here the same variants with the same registers, spills and shared memory
+    (what the gate just compiled), and in the cuda section one row per config and arch that
+    the cuda backend can launch. If this fails, rerun ``python3 benchmarks/compile_table.py``."""
+    shipped = ct.OUT_MD.read_text()
+    for result in (r for r in compiled.values() if r):
+        rows = [line for line in ct.markdown(result).splitlines() if line.startswith("| ")]
+        assert _section_rows(shipped, f"## Triton {result['triton']}") == rows, result["triton"]
+    cuda = {line.split(" | ")[0][2:] + " | " + line.split(" | ")[1]
+            for line in _section_rows(shipped, shipped[shipped.index("## CUDA backend"):].split("\n")[0])[1:]}
+    want = {f"{cfg!r} | {arch}" for cfg, full, plain in submission.cuda_compile_variants() if full and plain
+            for arch in ct.CUDA_ARCHS}
+    assert cuda == want

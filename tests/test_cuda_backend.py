@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, make_input, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, kernel_backends, make_input, requires_cuda, set_backend
 from tolerances import KERNEL_ATOL, KERNEL_RTOL
 
 import reference
@@ -83,7 +83,7 @@ def test_auto_skips_a_backend_that_fails_to_build_with_one_warning(monkeypatch, 
         warmed.append(name)
         if name == "cuda":
             raise submission.CudaBuildError("NVRTC could not compile: stub")
-        return submission._torch_backend(data, m, k, l)  # a right answer: passes the first-use check
+        return submission._torch_run(data, m, k, l)  # a right answer: passes the first-use check
 
     def fake_race(names, data, m, k, l):
         raced.append(list(names))
@@ -93,9 +93,9 @@ def test_auto_skips_a_backend_that_fails_to_build_with_one_warning(monkeypatch, 
     monkeypatch.setattr(submission, "_race", fake_race)
     monkeypatch.setattr(submission, "_FASTEST", {})
     monkeypatch.setattr(submission, "_BROKEN", {})
-    monkeypatch.setitem(submission._SUPPORT, "cuda", lambda d: (not submission._BROKEN.get("cuda"), "broken"))
-    monkeypatch.setitem(submission._SUPPORT, "triton", lambda d: (True, ""))
-    monkeypatch.setitem(submission._SUPPORT, "scaled_mm", lambda d: (True, ""))
+    set_backend(monkeypatch, submission, "cuda", supported=lambda d: (not submission._BROKEN.get("cuda"), "broken"))
+    set_backend(monkeypatch, submission, "triton", supported=lambda d: (True, ""))
+    set_backend(monkeypatch, submission, "scaled_mm", supported=lambda d: (True, ""))
     d1 = _gen(128, 256, 1, 1, device="cpu")
     d2 = _gen(128, 512, 1, 1, device="cpu")
     assert submission._fastest(d1, 128, 256, 1) == "triton"
@@ -113,17 +113,17 @@ def test_fastest_is_measured_once_per_shape_and_cached(monkeypatch):
         raced.append((tuple(names), k))
         return {"cuda": 1.0, "triton": 2.0, "scaled_mm": 0.5 if k == 256 else 3.0}
 
-    monkeypatch.setattr(submission, "_warm_backend", lambda name, data, *mkl: submission._torch_backend(data, *mkl))
+    monkeypatch.setattr(submission, "_warm_backend", lambda name, data, *mkl: submission._torch_run(data, *mkl))
     monkeypatch.setattr(submission, "_race", fake_race)
     monkeypatch.setattr(submission, "_FASTEST", {})
-    for name in submission._KERNEL_BACKENDS:
-        monkeypatch.setitem(submission._SUPPORT, name, lambda d: (True, ""))
+    for name in kernel_backends(submission):
+        set_backend(monkeypatch, submission, name, supported=lambda d: (True, ""))
     d1 = _gen(128, 256, 1, 1, device="cpu")
     d2 = _gen(128, 512, 1, 1, device="cpu")
     assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
     assert submission._fastest(d1, 128, 256, 1) == "scaled_mm"
     assert submission._fastest(d2, 128, 512, 1) == "cuda"
-    assert raced == [(submission._KERNEL_BACKENDS, 256), (submission._KERNEL_BACKENDS, 512)]
+    assert raced == [(tuple(kernel_backends(submission)), 256), (tuple(kernel_backends(submission)), 512)]
 
 
 def test_auto_is_torch_on_cpu_and_a_race_on_cuda(monkeypatch):
@@ -134,17 +134,19 @@ def test_auto_is_torch_on_cpu_and_a_race_on_cuda(monkeypatch):
 
 def test_pinned_config_and_candidates(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_CONFIG", "triton=8,128,2,1;cuda=32,1,8,4,0")
-    assert submission._pinned_config("cuda") == (32, 1, 8, 4, 0)
-    assert submission._pinned_config("triton") == (8, 128, 2, 1)
+    assert submission._pinned_config("cuda") == submission.CudaConfig(lpr=32, rpt=1, u=8, warps=4, decode="dp4a")
+    assert submission._pinned_config("triton") == submission.TritonConfig(block_m=8, block_g=128, warps=2)
+    monkeypatch.setenv("NVFP4_GEMV_CONFIG", "triton=block_m=8,block_g=128,warps=2;cuda=lpr=32,rpt=1,u=8,warps=4")
+    assert submission._pinned_config("cuda") == submission.CudaConfig(lpr=32, rpt=1, u=8, warps=4)  # decode: the GPU's
+    assert submission._pinned_config("triton") == submission.TritonConfig(block_m=8, block_g=128, warps=2)
     for m, k, l, _ in BENCHMARKS + OFFICIAL_TESTS:
         for cap in ((9, 0), (10, 0)):
-            cands = submission._candidates("cuda", m, k, l, cap)
+            cands = submission.BACKENDS["cuda"].candidates(m, k, l, cap)
             assert cands[0] == submission._cuda_default(m, k, l, cap)
             for cfg in cands:
-                lpr, rpt, u, warps, dec, v = cfg[:6]
-                rows = submission._cuda_rows(cfg)
-                assert m % rows == 0 and rows <= 128 and lpr <= max(2, k // 32) and dec in (0, 1, 2, 3), cfg
-                assert u % v == 0 and len(cfg) in (9, 10, 11) and submission._cuda_fits(cfg, m, k), cfg
+                assert isinstance(cfg, submission.CudaConfig) and cfg.problem() == "", cfg
+                assert m % cfg.rows == 0 and cfg.rows <= 128 and cfg.lpr <= max(2, k // 32), cfg
+                assert cfg.decode in ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2") and cfg.fits(m, k), cfg
 
 
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
@@ -174,12 +176,13 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     if cpu_scales:  # plain scales elsewhere than a: here, the wrong dtype stands for "unusable"
         data = data[:2] + (data[2].view(torch.uint8), data[3]) + data[4:]
     for _ in range(2):
-        submission._cuda_backend(data, m, k, l, cfg)
+        submission._cuda_run(data, m, k, l, cfg)
     (name, grid, threads, scalars), = built
-    assert name.startswith(f"nvfp4_gemv_{cfg[0]}_{cfg[1]}_{cfg[2]}_{cfg[3]}_{cfg[4]}_")
-    assert name.endswith(f"_{int((k // 32) % (cfg[0] * cfg[2]) == 0)}{int(plain)}0")
-    ks = cfg[10] if len(cfg) > 10 else 1  # K split: KS warps per WARPS, the same rows
-    assert grid == (m // submission._cuda_rows(cfg), l) and threads == 32 * cfg[3] * ks
+    cfg = submission.CudaConfig.of(cfg)
+    decode = ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2").index(cfg.decode)  # the kernel name's number of it
+    assert name.startswith(f"nvfp4_gemv_{cfg.lpr}_{cfg.rpt}_{cfg.u}_{cfg.warps}_{decode}_")
+    assert name.endswith(f"_{int((k // 32) % (cfg.lpr * cfg.u) == 0)}{int(plain)}0")
+    assert grid == (m // cfg.rows, l) and threads == 32 * cfg.warps * cfg.ks  # K split: ks warps per row group
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
     if plain:
@@ -224,24 +227,25 @@ def test_config_choice_measured_table_tuner_default_and_pin(monkeypatch):
     big = (7168, 2048, 4)
     data = [types.SimpleNamespace(device=torch.device("cuda", 0))]
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
-    assert submission._config_for("cuda", data, *big) == submission._MEASURED["NVIDIA H100 80GB HBM3"][("cuda", *big)]
+    assert submission.config_for("cuda", data, *big) == submission.CUDA_MEASURED["NVIDIA H100 80GB HBM3"][big]
     monkeypatch.setattr(submission, "_CHOSEN", {})
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA B200")
-    cands = submission._candidates("cuda", *big, (9, 0))
-    assert submission._config_for("cuda", data, *big) == cands[-1]
-    assert submission._config_for("cuda", data, *big) == cands[-1] and tuned == [("cuda", 7168)]
-    assert submission._config_for("cuda", data, 128, 256, 1) == submission._cuda_default(128, 256, 1, (9, 0))
+    cands = submission.BACKENDS["cuda"].candidates(*big, (9, 0))
+    assert submission.config_for("cuda", data, *big) == cands[-1]
+    assert submission.config_for("cuda", data, *big) == cands[-1] and tuned == [("cuda", 7168)]
+    assert submission.config_for("cuda", data, 128, 256, 1) == submission._cuda_default(128, 256, 1, (9, 0))
     assert tuned == [("cuda", 7168)]  # small shapes are not tuned
     monkeypatch.setattr(submission, "_CHOSEN", {})
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
     monkeypatch.setenv("NVFP4_GEMV_TUNE", "force")  # the table is known, but the candidates are timed
-    assert submission._config_for("cuda", data, *big) == cands[-1] and len(tuned) == 2
+    assert submission.config_for("cuda", data, *big) == cands[-1] and len(tuned) == 2
     monkeypatch.setattr(submission, "_CHOSEN", {})
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA B200")
     monkeypatch.setenv("NVFP4_GEMV_TUNE", "off")  # unknown GPU, nothing timed: the default
-    assert submission._config_for("cuda", data, *big) == cands[0] and len(tuned) == 2
+    assert submission.config_for("cuda", data, *big) == cands[0] and len(tuned) == 2
     monkeypatch.setenv("NVFP4_GEMV_CONFIG", "cuda=32,1,8,4,0")
-    assert submission._config_for("cuda", data, *big) == (32, 1, 8, 4, 0)
+    pinned = submission.CudaConfig(lpr=32, rpt=1, u=8, warps=4, decode="dp4a")
+    assert submission.config_for("cuda", data, *big) == pinned
 
 
 def test_cuda_source_never_holds_the_forbidden_word():
@@ -253,7 +257,7 @@ def test_cuda_source_never_holds_the_forbidden_word():
 
 def _nvrtc_or_skip():
     try:
-        submission._nvrtc()
+        submission.find_nvrtc()
     except submission.CudaBuildError as exc:
         why = f"NVRTC is not installed here ({str(exc)[:80]}); the dev extra installs the nvidia-cuda-nvrtc wheel"
         if os.environ.get("CI"):
@@ -287,8 +291,8 @@ def test_every_cuda_variant_compiles(arch, tmp_path):
             path.write_bytes(cubin)
             sass = subprocess.run([dump, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
             has_cvt = "E2M1" in sass
-            assert has_cvt == (arch == "sm_100a" and cfg[4] == 1), f"{name} on {arch}: E2M1 conversion {has_cvt}"
-            assert "IDP.4A" in sass or cfg[4] == 1
+            assert has_cvt == (arch == "sm_100a" and cfg.decode == "f16x2"), f"{name} on {arch}: E2M1 cvt {has_cvt}"
+            assert "IDP.4A" in sass or cfg.decode == "f16x2"
             checked += 1
 
 
@@ -319,7 +323,7 @@ def test_gpu_every_candidate_config_both_decodes(m, k, l, seed):
     data = _gen(m, k, l, seed, "full-range")
     expected = _expected(data)
     for cap in ((9, 0), (10, 0)):
-        for cfg in submission._candidates("cuda", m, k, l, cap):
+        for cfg in submission.BACKENDS["cuda"].candidates(m, k, l, cap):
             out = _run(data, cfg)
             reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
             assert not reasons, f"{cfg}: " + "\n".join(reasons)
@@ -400,21 +404,27 @@ def test_gpu_auto_picks_a_kernel_backend_and_is_right():
 
 # BSH tiles (b prepared once per warp and step through shared memory): lanes per row x chunks
 # per lane = 32; with V 1 and 2, PIPE 0 and 1, one to four warps, every decode.
-_BSH_TILES = [(8, 2, 4, 2, 1, 2, 0, 10, 1), (8, 1, 4, 2, 1, 2, 0, 16, 1), (4, 1, 8, 2, 1, 2, 0, 12, 1),
-              (8, 2, 4, 2, 1, 2, 0, 8, 1), (16, 2, 2, 2, 2, 2, 0, 8, 1), (32, 2, 1, 1, 1, 2, 0, 1, 1),
-              (8, 2, 4, 4, 2, 2, 1, 4, 1)]
+_BSH_TILES = [
+    submission.CudaConfig(lpr=8, rpt=2, u=4, warps=2, v=1, pipe=0, minb=10, bsh=1),
+    submission.CudaConfig(lpr=8, rpt=1, u=4, warps=2, v=1, pipe=0, minb=16, bsh=1),
+    submission.CudaConfig(lpr=4, rpt=1, u=8, warps=2, v=1, pipe=0, minb=12, bsh=1),
+    submission.CudaConfig(lpr=8, rpt=2, u=4, warps=2, v=1, pipe=0, minb=8, bsh=1),
+    submission.CudaConfig(lpr=16, rpt=2, u=2, warps=2, pipe=0, minb=8, bsh=1),
+    submission.CudaConfig(lpr=32, rpt=2, u=1, warps=1, v=1, pipe=0, minb=1, bsh=1),
+    submission.CudaConfig(lpr=8, rpt=2, u=4, warps=4, minb=4, bsh=1),
+]
 
 
 @requires_cuda
-@pytest.mark.parametrize("decode", (0, 1, 2, 3), ids=("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2"))
+@pytest.mark.parametrize("decode", ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2"))
 @pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1)])
 def test_gpu_bsh_tiles(m, k, l, decode):
     """Every BSH tile that fits, on full-range data (1088 = 34 chunks: a partial last step)."""
     data = _gen(m, k, l, 7, "full-range")
     expected = _expected(data)
     for tile in _BSH_TILES:
-        cfg = tile[:4] + (decode,) + tile[4:]
-        if not submission._cuda_fits(cfg, m, k) and k // 32 >= 32:
+        cfg = tile._replace(decode=decode)
+        if not cfg.fits(m, k) and k // 32 >= 32:
             continue
         out = _run(data, cfg)
         reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
@@ -425,7 +435,11 @@ def test_gpu_bsh_tiles(m, k, l, decode):
 
 # K split across the warps of a block (KS parts, 11th field): BSH tiles of one and two warps and
 # a plain tile.
-_KS_TILES = [(8, 1, 4, 2, 3, 1, 2, 0, 16, 1), (8, 2, 4, 1, 1, 1, 2, 0, 20, 1), (32, 2, 1, 1, 2, 1, 2, 0, 1, 0)]
+_KS_TILES = [
+    submission.CudaConfig(lpr=8, rpt=1, u=4, warps=2, decode="dp4a-sr2", v=1, pipe=0, minb=16, bsh=1),
+    submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="f16x2", v=1, pipe=0, minb=20, bsh=1),
+    submission.CudaConfig(lpr=32, rpt=2, u=1, warps=1, decode="dp4a-sr", v=1, pipe=0, minb=1),
+]
 
 
 @requires_cuda
@@ -438,8 +452,8 @@ def test_gpu_split_k_tiles(m, k, l, ks):
     data = _gen(m, k, l, 13, "full-range")
     expected = _expected(data)
     for tile in _KS_TILES:
-        cfg = tile + (ks,)
-        if not submission._cuda_fits(tile, m, k):  # the tile's shape rules, any number of parts
+        cfg = tile._replace(ks=ks)
+        if not tile.fits(m, k):  # the tile's shape rules, any number of parts
             continue
         out = _run(data, cfg).clone()
         reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
@@ -464,14 +478,15 @@ def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
     (0x77, 0x77, 0x7E, 0x7E),  # the largest products and scales: 448^2 * 2^-6 = 3136 in fp16; c overflows to inf
     (0xF7, 0x77, 0x7E, 0x7E),  # (6, -6) . (6, 6): every pair cancels, 0
 ], ids=("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling"))
-@pytest.mark.parametrize("decode", (1, 2, 3), ids=("f16x2", "dp4a-sr", "dp4a-sr2"))
+@pytest.mark.parametrize("decode", ("f16x2", "dp4a-sr", "dp4a-sr2"))
 def test_gpu_worst_case_group_sums_and_scales_are_exact(a_byte, b_byte, sa_code, sb_code, decode):
     """The f16x2 half sums (8 products of 36 = 288) and the fp16 scale products sa * sb * 2^-6 at
     their extremes: every tile's answer is the exact one (inf where the exact one overflows fp16)."""
     for m, k, l in ((128, 1024, 1), (256, 16384, 2)):
         data = _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code)
         expected = _expected(data)
-        for cfg in [(32, 2, 1, 1, decode, 1, 2, 0, 1), (8, 1, 4, 2, decode, 1, 2, 0, 16, 1)]:
+        for cfg in [submission.CudaConfig(lpr=32, rpt=2, u=1, warps=1, decode=decode, v=1, pipe=0, minb=1),
+                    submission.CudaConfig(lpr=8, rpt=1, u=4, warps=2, decode=decode, v=1, pipe=0, minb=16, bsh=1)]:
             out = _run(data, cfg)
             assert torch.equal(out.view(torch.int16), expected.view(torch.int16)), (cfg, out[:2, 0, 0],
                                                                                     expected[:2, 0, 0])

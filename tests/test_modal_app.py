@@ -536,8 +536,9 @@ def test_without_modal_or_modal_run_it_says_so_in_one_line(tmp_path):
 
 
 def test_bench_option_parser_mirrors_bench_kernel():
-    """The options checked locally are bench_kernel.py's own (read from its source, since the
-    local side may lack torch): the same names, values taken or not, int types and choices."""
+    """The options checked locally are bench_kernel.py's own (benchmarks/bench_options.py, which
+    imports no torch, since the local side may lack it): the same names, values taken or not, int
+    types and choices."""
     from benchmarks import bench_kernel
 
     def options(parser):

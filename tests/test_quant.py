@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import BENCHMARKS, make_input, requires_cuda
+from conftest import BENCHMARKS, make_input, requires_cuda, set_backend
 from tolerances import EXACT, FP16_OUTPUT_HEADROOM, KERNEL_ATOL, KERNEL_RTOL, NVFP4_GAUSSIAN_SQNR_MIN_DB
 
 import nvfp4
@@ -390,7 +390,7 @@ def run_backend(monkeypatch):
         device = data[0].device
         if name == "scaled_mm" and device.type == "cpu":
             monkeypatch.setattr(torch, "_scaled_mm", R.scaled_mm_fp4_emulated)
-            monkeypatch.setitem(submission._SUPPORT, "scaled_mm", lambda dev: (True, ""))
+            set_backend(monkeypatch, submission, "scaled_mm", supported=lambda dev: (True, ""))
         ok, why = submission.backend_support(device)[name]
         if not ok:
             pytest.skip(f"backend {name} cannot run here: {why}")

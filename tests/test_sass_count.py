@@ -28,7 +28,7 @@ def test_k_loop_is_the_largest_backward_branch_body_without_predicates():
 def _tools():
     import submission
     try:
-        submission._nvrtc()
+        submission.find_nvrtc()
     except submission.CudaBuildError as exc:
         pytest.skip(f"needs NVRTC (the dev extra installs it): {exc}")
     if not sass_count.cuobjdump():
@@ -67,11 +67,11 @@ def test_blackwell_e2m1_conversion_reads_its_byte_in_place():
     _tools()
     import submission
     cfg = submission._cuda_default(7168, 16384, 1, (10, 0))  # what a B200 runs first
-    assert cfg[4] == 1, cfg  # the f16x2 decode
+    assert cfg.decode == "f16x2", cfg
     sass, _ = sass_count.disassemble(cfg, "sm_100a")
     body = sass_count.k_loop(sass)
     cvt = [t for t in body if t.startswith("F2FP.F16.E2M1.UNPACK_B")]
     for sel in (".B1", ".B2", ".B3"):
         assert any(t.endswith(sel) for t in cvt), (sel, cvt[:8])
-    shifts = sum(sass_count.opcode(t) == "SHF" for t in body) / (cfg[1] * cfg[2])
+    shifts = sum(sass_count.opcode(t) == "SHF" for t in body) / (cfg.rpt * cfg.u)
     assert shifts <= 1.0, shifts

@@ -56,11 +56,11 @@ def emulated_scaled_mm(monkeypatch):
 
 
 def _scaled_mm(data):
-    return submission._scaled_mm_backend(data, *submission._check(data))
+    return submission._scaled_mm_run(data, *submission.check_inputs(data))
 
 
 def _torch(data):
-    return submission._torch_backend(data, *submission._check(data))
+    return submission._torch_run(data, *submission.check_inputs(data))
 
 
 # --------------------------------------------------------------------------- the file itself
@@ -202,19 +202,25 @@ def test_unknown_backend_name_raises(monkeypatch):
 
 
 @pytest.mark.parametrize("variable, value, words", [
-    ("NVFP4_GEMV_CONFIG", "triton=abc", "'triton=abc': a config is integers separated by commas"),
+    ("NVFP4_GEMV_CONFIG", "triton=abc", "'abc': a config is integers by position or name=value pairs"),
     ("NVFP4_GEMV_CONFIG", "triton=1,2", "'triton=1,2': triton takes 4 numbers"),
     ("NVFP4_GEMV_CONFIG", "triton=3,100,2,1", "must be powers of two"),
-    ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=N,N,... or triton=N,N,N,N"),
+    ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=... or triton=..."),
     ("NVFP4_GEMV_CONFIG", "scaled_mm=1", "'scaled_mm=1' is not cuda="),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 11 numbers"),
-    ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "cuda needs LPR in 2, 4, 8, 16, 32"),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "V 1 or 2 dividing U"),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "BSH 0 or 1 (1: LPR * U = 32)"),
-    ("NVFP4_GEMV_CONFIG", "cuda=8,2,4,8,3,1,2,0,1,1,8", "KS >= 1 (WARPS * KS <= 32)"),
+    ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "cuda needs lpr in 2, 4, 8, 16, 32"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "v 1 or 2 dividing u"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "bsh 0 or 1 (1: lpr * u = 32)"),
+    ("NVFP4_GEMV_CONFIG", "cuda=8,2,4,8,3,1,2,0,1,1,8", "ks >= 1 (warps * ks <= 32)"),
+    ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr3", "decode one of dp4a, f16x2"),
+    ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4", "'lpr=8,rpt=2,u=4': warps missing"),
+    ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4,warps=1,lanes=2", "no field 'lanes' (fields: lpr, rpt, u, warps"),
+    ("NVFP4_GEMV_CONFIG", "cuda=8,rpt=2,u=4,warps=1", "name every field once one is named"),
+    ("NVFP4_GEMV_CONFIG", "triton=block_m=16,block_g=64,warps=2,decode=dp4a-sr", "decode one of tl, f16x2, dp4a"),
     ("NVFP4_GEMV_TUNE", "bogus", "NVFP4_GEMV_TUNE='bogus': choose one of auto, force, off"),
 ], ids=["triton=abc", "triton=1,2", "triton=3,100,2,1", "garbage", "scaled_mm=1", "cuda short", "cuda LPR 3",
-        "cuda V 2 U 1", "cuda BSH LPR*U 64", "cuda WARPS*KS 64", "tune bogus"])
+        "cuda V 2 U 1", "cuda BSH LPR*U 64", "cuda WARPS*KS 64", "cuda decode name", "cuda named, warps missing",
+        "cuda unknown field", "cuda mixed", "triton decode name", "tune bogus"])
 def test_bad_settings_are_one_line_before_any_work(monkeypatch, variable, value, words):
     """A setting the kernels cannot use raises one ValueError naming the variable, from
     select_backend (what eval.py asks before any case) and from custom_kernel before any
@@ -233,12 +239,20 @@ def test_bad_settings_are_one_line_before_any_work(monkeypatch, variable, value,
 def test_good_settings_parse(monkeypatch):
     """Spaces and empty parts are fine; every config the kit itself launches would be accepted."""
     monkeypatch.setenv("NVFP4_GEMV_CONFIG", " triton=16,64,2,1 ; cuda=32,2,1,1,2,1,2,0,1; ")
-    assert submission._pinned_configs() == {"triton": (16, 64, 2, 1), "cuda": (32, 2, 1, 1, 2, 1, 2, 0, 1)}
+    positional = submission._pinned_configs()
+    assert positional == {"triton": submission.TritonConfig(block_m=16, block_g=64, warps=2, stages=1),
+                          "cuda": submission.CudaConfig(lpr=32, rpt=2, u=1, warps=1, decode="dp4a-sr", v=1, load=2,
+                                                        pipe=0, minb=1)}
+    monkeypatch.setenv("NVFP4_GEMV_CONFIG", "triton=block_m=16, block_g=64, warps=2;"
+                       "cuda=lpr=32,rpt=2,u=1,warps=1,decode=dp4a-sr,v=1,pipe=0,minb=1")
+    assert submission._pinned_configs() == positional  # the same configs by their fields' names
     for cfg, _, _ in submission.cuda_compile_variants():
-        assert submission._config_problem("cuda", cfg) == "", cfg
-    for table in submission._MEASURED.values():
-        for (name, *_), cfg in table.items():
-            assert submission._config_problem(name, cfg) == "", (name, cfg)
+        assert cfg.problem() == "", cfg
+        assert submission.CudaConfig.parse(repr(cfg)[len("CudaConfig("):-1].replace(" ", "").replace('"', "")) == cfg
+    for name, backend in submission.BACKENDS.items():
+        for table in (backend.measured or {}).values():
+            for cfg in table.values():
+                assert isinstance(cfg, backend.config) and cfg.problem() == "", (name, cfg)
     for value, mode in (("", "auto"), ("FORCE", "force"), (" off ", "off")):
         monkeypatch.setenv("NVFP4_GEMV_TUNE", value)
         assert submission._tune_mode() == mode
@@ -246,8 +260,8 @@ def test_good_settings_parse(monkeypatch):
 
 def test_pinned_triton_block_must_divide_m(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_CONFIG", "triton=256,64,2,1")
-    with pytest.raises(ValueError, match="triton BLOCK_M=256 must divide M=128"):
-        submission._config_for("triton", make_input(128, 128, 1, 3, "cpu"), 128, 128, 1)
+    with pytest.raises(ValueError, match="triton block_m=256 must divide M=128"):
+        submission.config_for("triton", make_input(128, 128, 1, 3, "cpu"), 128, 128, 1)
 
 
 def test_forced_backend_that_cannot_run_raises(monkeypatch):

@@ -23,17 +23,19 @@ from utils import verbose_allclose
 pytestmark = pytest.mark.skipif(submission.triton is None, reason="triton is not installed")
 
 
-def _run(data, decode=""):
-    """The triton backend with c poisoned (NaN): unwritten elements fail the comparison."""
+def _run(data, decode=None):
+    """The triton backend with c poisoned (NaN): unwritten elements fail the comparison; the
+    config it picks for the shape, with ``decode`` (None: the config's own)."""
     data[6].fill_(float("nan"))
-    return submission._triton_backend(data, *submission._check(data), decode=decode)
+    m, k, l = submission.check_inputs(data)
+    cfg = None if decode is None else submission.config_for("triton", data, m, k, l)._replace(decode=decode)
+    return submission._triton_run(data, m, k, l, cfg)
 
 
-def _run_cfg(data, cfg, plain=None, monkeypatch=None):
+def _run_cfg(data, cfg, plain=False):
     data[6].fill_(float("nan"))
-    if plain is not None:
-        monkeypatch.setattr(submission, "_TRITON_PLAIN", plain)
-    return submission._triton_backend(data, *submission._check(data), cfg)
+    cfg = submission.TritonConfig.of(cfg)._replace(scales="plain" if plain else "permuted")
+    return submission._triton_run(data, *submission.check_inputs(data), cfg)
 
 
 def _assert_close(out, data, rtol=KERNEL_RTOL, atol=KERNEL_ATOL):
@@ -98,7 +100,7 @@ def test_interpreter_tile_shapes(cfg, plain, monkeypatch):
         data = make_input(m, k, l, 31, "cpu", "full-range")
         if plain:  # the permuted copies poisoned: only the plain scales can give the right answer
             data = data[:4] + (data[4].clone().fill_(float("nan")), data[5].clone().fill_(float("nan"))) + data[6:]
-        _assert_close(_run_cfg(data, cfg, plain, monkeypatch), data)
+        _assert_close(_run_cfg(data, cfg, plain), data)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="interpreter test")
@@ -120,7 +122,7 @@ def test_brute_force_agrees_with_reference():
 @pytest.mark.parametrize("m, k, l", [(128, 64, 1), (256, 2112, 3), (7168, 16384, 1), (4096, 7168, 8),
                                      (7168, 2048, 4), (128 * 7, 64 * 33, 5)])
 def test_config_is_valid_for_any_shape(m, k, l):
-    block_m, block_g, warps, stages = submission._triton_default(m, k, l)
+    block_m, block_g, warps, stages = submission._triton_default(m, k, l)[:4]
     assert 128 % block_m == 0 and block_g & (block_g - 1) == 0 and block_g >= 4
     assert block_g <= max(4, k // 16) * 2 and warps in (1, 2, 4, 8) and stages >= 1
 

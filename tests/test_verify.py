@@ -14,7 +14,7 @@ import re
 
 import pytest
 import torch
-from conftest import BENCHMARKS, make_input, requires_cuda
+from conftest import BENCHMARKS, kernel_backends, make_input, requires_cuda, set_backend
 from tolerances import ATOL, RTOL
 
 import reference
@@ -48,18 +48,18 @@ def _assert_right(out, data):
 
 
 def _exact_backend(data, m, k, l, cfg=None, probe=False):
-    return submission._torch_backend(data, m, k, l)
+    return submission._torch_run(data, m, k, l)
 
 
 def _wrong(data, m, k, l, cfg=None, probe=False):
     """Right everywhere but one element far from the start (a partial-tile bug)."""
-    c = submission._torch_backend(data, m, k, l)
+    c = submission._torch_run(data, m, k, l)
     c[m - 3, 0, l - 1] = c[m - 3, 0, l - 1].abs() * 2 + 1  # off by more than |c| + 1
     return c
 
 
 def _nan(data, m, k, l, cfg=None, probe=False):
-    c = submission._torch_backend(data, m, k, l)
+    c = submission._torch_run(data, m, k, l)
     c[5, 0, 0] = float("nan")
     return c
 
@@ -75,8 +75,8 @@ SABOTAGE = {"wrong": (_wrong, r"c\[253, 0, 1\]"), "nan": (_nan, r"c\[5, 0, 0\] =
 @pytest.fixture
 def stub_gpu(monkeypatch):
     """The three kernel backends 'run here' (on the CPU), and the GPU model is a stub's."""
-    for name in submission._KERNEL_BACKENDS:
-        monkeypatch.setitem(submission._SUPPORT, name, lambda d: (True, ""))
+    for name in kernel_backends(submission):
+        set_backend(monkeypatch, submission, name, supported=lambda d: (True, ""))
     monkeypatch.setattr(submission, "_gpu_model", lambda device: GPU_NAME)
 
 
@@ -99,9 +99,9 @@ def test_race_never_picks_a_wrong_faster_backend(how, stub_gpu, monkeypatch, cap
     answer) and scaled_mm are right: scaled_mm is picked, through custom_kernel the right answer
     comes back in c, and one stderr line says what was dropped."""
     bad, where = SABOTAGE[how]
-    monkeypatch.setitem(submission._RUN, "cuda", _exact_backend)
-    monkeypatch.setitem(submission._RUN, "triton", bad)
-    monkeypatch.setitem(submission._RUN, "scaled_mm", _exact_backend)
+    set_backend(monkeypatch, submission, "cuda", run=_exact_backend)
+    set_backend(monkeypatch, submission, "triton", run=bad)
+    set_backend(monkeypatch, submission, "scaled_mm", run=_exact_backend)
     race, raced = _race_favouring(["triton", "scaled_mm", "cuda"])
     monkeypatch.setattr(submission, "_race", race)
     monkeypatch.setattr(submission, "select_backend", lambda device: "fastest")
@@ -120,9 +120,9 @@ def test_race_never_picks_a_wrong_faster_backend(how, stub_gpu, monkeypatch, cap
 
 
 def test_every_kernel_backend_wrong_falls_back_to_torch(stub_gpu, monkeypatch, capsys):
-    for name, bad in zip(submission._KERNEL_BACKENDS, (_wrong, _nan, _unwritten), strict=True):
-        monkeypatch.setitem(submission._RUN, name, bad)
-    race, raced = _race_favouring(list(submission._KERNEL_BACKENDS))
+    for name, bad in zip(kernel_backends(submission), (_wrong, _nan, _unwritten), strict=True):
+        set_backend(monkeypatch, submission, name, run=bad)
+    race, raced = _race_favouring(list(kernel_backends(submission)))
     monkeypatch.setattr(submission, "_race", race)
     monkeypatch.setattr(submission, "select_backend", lambda device: "fastest")
     data = make_input(*SHAPE, 6, "cpu", "full-range")
@@ -130,17 +130,17 @@ def test_every_kernel_backend_wrong_falls_back_to_torch(stub_gpu, monkeypatch, c
     assert list(submission._FASTEST.values()) == ["torch"] and raced == []
     _assert_right(out, data)
     err = capsys.readouterr().err
-    assert all(f"the {n} backend" in err for n in submission._KERNEL_BACKENDS)
+    assert all(f"the {n} backend" in err for n in kernel_backends(submission))
     assert err.count("wrong result") == 3
 
 
 def test_a_wrong_config_is_said_once_per_process(stub_gpu, monkeypatch, capsys):
     """The same (backend, config) wrong again on another shape: dropped again, said once."""
-    monkeypatch.setitem(submission._RUN, "cuda", _wrong)
-    monkeypatch.setitem(submission._RUN, "triton", _exact_backend)
+    set_backend(monkeypatch, submission, "cuda", run=_wrong)
+    set_backend(monkeypatch, submission, "triton", run=_exact_backend)
     monkeypatch.setattr(submission, "_layout_problem", lambda name, data: "" if name != "scaled_mm" else "no")
     monkeypatch.setattr(submission, "_race", _race_favouring(["cuda", "triton"])[0])
-    monkeypatch.setattr(submission, "_config_for", lambda name, *a: (1, 2, 3))
+    monkeypatch.setattr(submission, "config_for", lambda name, *a: (1, 2, 3))
     for seed in (1, 2):
         data = make_input(*SHAPE, seed, "cpu")
         assert submission._fastest(data, *SHAPE) == "triton"
@@ -151,23 +151,23 @@ def test_exact_answer_is_computed_once_per_first_call_into_scratch(stub_gpu, mon
     """One exact answer per first call, shared by the race's and the tuner's candidates, never
     written into the caller's c; dropped once the call is over."""
     exact_calls = []
-    real = submission._torch_backend
+    real = submission._torch_run
 
     def counting(data, m, k, l, cfg=None):
         exact_calls.append(data[6])
         return real(data, m, k, l)
 
-    monkeypatch.setattr(submission, "_torch_backend", counting)
-    for name in submission._KERNEL_BACKENDS:
-        monkeypatch.setitem(submission._RUN, name, lambda data, m, k, l, cfg=None: real(data, m, k, l))
-    monkeypatch.setattr(submission, "_race", _race_favouring(list(submission._KERNEL_BACKENDS))[0])
+    set_backend(monkeypatch, submission, "torch", run=counting)
+    for name in kernel_backends(submission):
+        set_backend(monkeypatch, submission, name, run=lambda data, m, k, l, cfg=None: real(data, m, k, l))
+    monkeypatch.setattr(submission, "_race", _race_favouring(list(kernel_backends(submission)))[0])
     monkeypatch.setattr(submission, "_cold_times", lambda fns, device: [float(i) for i in range(len(fns))])
     data = make_input(*SHAPE, 7, "cpu")
 
     def warm_with_tune(name, d, m, k, l):
         if name == "cuda":  # as _config_for does on an unknown GPU: the tuner, inside the race
             submission._tune(name, d, m, k, l, [(1,), (2,), (3,)])
-        return submission._RUN[name](d, m, k, l)
+        return submission.BACKENDS[name].run(d, m, k, l)
 
     monkeypatch.setattr(submission, "_warm_backend", warm_with_tune)
     assert submission._fastest(data, *SHAPE) == "cuda"
@@ -189,7 +189,7 @@ def test_tuner_never_picks_a_wrong_faster_config(how, stub_gpu, monkeypatch, cap
         ran.append(cfg)
         return (bad if cfg == (1,) else _exact_backend)(data, m, k, l)
 
-    monkeypatch.setitem(submission._RUN, "cuda", backend)
+    set_backend(monkeypatch, submission, "cuda", run=backend)
     speed = {(1,): 0.0, (3,): 1.0, (2,): 2.0}
 
     def cold_times(fns, device):
@@ -212,7 +212,7 @@ def test_tuner_never_picks_a_wrong_faster_config(how, stub_gpu, monkeypatch, cap
 
 
 def test_tuner_with_every_config_wrong_raises_and_the_race_skips_the_backend(stub_gpu, monkeypatch, capsys):
-    monkeypatch.setitem(submission._RUN, "cuda", _wrong)
+    set_backend(monkeypatch, submission, "cuda", run=_wrong)
     monkeypatch.setattr(submission, "_cold_times", lambda fns, device: [0.0] * len(fns))
     data = make_input(*SHAPE, 9, "cpu")
     with pytest.raises(RuntimeError, match="no config of the cuda backend gave the right answer for 256x512x2"):
@@ -226,7 +226,7 @@ def test_tuner_with_every_config_wrong_raises_and_the_race_skips_the_backend(stu
 def sabotaged_forced_triton(monkeypatch):
     if not submission.triton_supported(torch.device("cpu"))[0]:
         pytest.skip("triton cannot run on this CPU (needs TRITON_INTERPRET=1 and triton)")
-    monkeypatch.setitem(submission._RUN, "triton", _wrong)
+    set_backend(monkeypatch, submission, "triton", run=_wrong)
     monkeypatch.setattr(submission, "_gpu_model", lambda device: GPU_NAME)
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "triton")
 
@@ -257,7 +257,7 @@ def test_forced_right_backend_under_verify_is_checked_once(monkeypatch):
         calls.append(1)
         return _exact_backend(data, m, k, l)
 
-    monkeypatch.setitem(submission._RUN, "triton", counted)
+    set_backend(monkeypatch, submission, "triton", run=counted)
     monkeypatch.setattr(submission, "_exact", lambda *a: calls.append("exact") or _expected(a[0]))
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "triton")
     monkeypatch.setenv("NVFP4_GEMV_VERIFY", "1")
@@ -270,8 +270,8 @@ def test_forced_right_backend_under_verify_is_checked_once(monkeypatch):
 
 def test_verify_off_lets_auto_pick_by_time_alone(stub_gpu, monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_VERIFY", "0")
-    monkeypatch.setitem(submission._RUN, "cuda", _wrong)
-    monkeypatch.setitem(submission._RUN, "triton", _exact_backend)
+    set_backend(monkeypatch, submission, "cuda", run=_wrong)
+    set_backend(monkeypatch, submission, "triton", run=_exact_backend)
     monkeypatch.setattr(submission, "_race", _race_favouring(["cuda", "triton", "scaled_mm"])[0])
     assert submission._fastest(make_input(*SHAPE, 14, "cpu"), *SHAPE) == "cuda"
 
@@ -287,7 +287,7 @@ def test_bad_verify_value_names_the_choices(stub_gpu, monkeypatch):
 def test_later_calls_take_the_fast_path_unchecked(stub_gpu, monkeypatch):
     """Only the first call with a shape is checked: later calls with the same layout (new
     tensors, new values) never reach the exact backend."""
-    monkeypatch.setitem(submission._RUN, "triton", _exact_backend)
+    set_backend(monkeypatch, submission, "triton", run=_exact_backend)
     monkeypatch.setattr(submission, "_layout_problem", lambda name, data: "" if name == "triton" else "no")
     monkeypatch.setattr(submission, "select_backend", lambda device: "fastest")
     data = make_input(*SHAPE, 16, "cpu")
@@ -339,7 +339,7 @@ def _gpu_first_call(data, capsys):
 @pytest.mark.parametrize("tune", ["auto", "force"])
 def test_gpu_sabotaged_triton_backend_is_never_picked(tune, monkeypatch, capsys):
     monkeypatch.setenv("NVFP4_GEMV_TUNE", tune)
-    monkeypatch.setitem(submission._RUN, "triton", _garbage)
+    set_backend(monkeypatch, submission, "triton", run=_garbage)
     data = make_input(*GPU_SHAPE, 21, "cuda", "full-range")
     lines = _gpu_first_call(data, capsys)
     assert list(submission._FASTEST.values())[0] != "triton"
@@ -355,21 +355,21 @@ def test_gpu_sabotaged_cuda_config_is_never_picked(tune, monkeypatch, capsys):
     if not submission.cuda_supported(torch.device("cuda"))[0]:
         pytest.skip("the cuda backend cannot run here")
     monkeypatch.setenv("NVFP4_GEMV_TUNE", tune)
-    real = submission._RUN["cuda"]
+    real = submission.BACKENDS["cuda"].run
     m, k, l = GPU_SHAPE
     cap = torch.cuda.get_device_capability()
     if tune == "force":
-        target = submission._candidates("cuda", m, k, l, cap)[0]
+        target = submission.BACKENDS["cuda"].candidates(m, k, l, cap)[0]
     else:
-        known = submission._MEASURED.get(torch.cuda.get_device_name(), {}).get(("cuda", m, k, l))
-        target = known or submission._candidates("cuda", m, k, l, cap)[0]
+        known = submission.CUDA_MEASURED.get(torch.cuda.get_device_name(), {}).get((m, k, l))
+        target = known or submission.BACKENDS["cuda"].candidates(m, k, l, cap)[0]
 
     def sabotaged(data, m, k, l, cfg=None, probe=False):
-        if (cfg or submission._config_for("cuda", data, m, k, l)) == target:
+        if (cfg or submission.config_for("cuda", data, m, k, l)) == target:
             return _garbage(data, m, k, l)
         return real(data, m, k, l, cfg, probe)
 
-    monkeypatch.setitem(submission._RUN, "cuda", sabotaged)
+    set_backend(monkeypatch, submission, "cuda", run=sabotaged)
     data = make_input(*GPU_SHAPE, 22, "cuda", "full-range")
     lines = _gpu_first_call(data, capsys)
     assert len(lines) == 1 and f"the cuda backend (config {target})" in lines[0], lines
@@ -385,7 +385,7 @@ def test_gpu_forced_sabotaged_backend_under_verify_raises(name, monkeypatch):
         pytest.skip(f"the {name} backend cannot run here")
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", name)
     monkeypatch.setenv("NVFP4_GEMV_VERIFY", "1")
-    monkeypatch.setitem(submission._RUN, name, _garbage)
+    set_backend(monkeypatch, submission, name, run=_garbage)
     with pytest.raises(RuntimeError, match=rf"the {name} backend .*{re.escape(torch.cuda.get_device_name())}"
                                            r".*c\[0, 0, 0\] = 7\.0"):
         submission.custom_kernel(make_input(*GPU_SHAPE, 23, "cuda"))

@@ -1,0 +1,75 @@
+"""bench_kernel.py's command-line options, importable without torch (modal_app.py checks a
+job's options with them on a machine that may have no torch)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import eval as ev  # noqa: E402  the shape sets (eval.py imports no torch at the top)
+
+DESCRIPTION = "Kernel benchmark of submission.py against the read ceiling (needs a CUDA GPU)."
+DEFAULT_REPS = 40
+
+
+def build_parser(parser_class=argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """bench_kernel.py's options (``parser_class``: an ArgumentParser subclass, e.g. one whose
+    errors raise)."""
+    ap = parser_class(prog="python3 benchmarks/bench_kernel.py", description=DESCRIPTION,
+                                 epilog="Progress and the table go to stdout. NVFP4_GEMV_BACKEND is ignored: the "
+                                        "submission's own (auto) choice is what is timed and recorded.")
+    ap.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
+                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
+    ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
+                    help="timed calls per shape for the device time (median; default %(default)s)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time every candidate config of each backend (cuda: a wider grid) and the cuda "
+                         "kernel's loads-only probe (minutes)")
+    ap.add_argument("--probes", action="store_true",
+                    help="with --sweep: also time the loads-only probe of every swept cuda config")
+    ap.add_argument("--backends", default="",
+                    help="kernel backends to time, comma-separated (default: every backend of the submission's "
+                         "registry that races and has configs: cuda, triton in the kit's; those that cannot run "
+                         "here are left out)")
+    ap.add_argument("--grid", metavar="PATH", default="",
+                    help="JSON file {'MxKxL': [cuda config, ...]} replacing the cuda sweep grid (each config a dict of "
+                         "submission.CudaConfig's fields, or its fields in order)")
+    ap.add_argument("--json", metavar="PATH", default="",
+                    help="also write the environment, rows and sweeps as JSON to PATH")
+    ap.add_argument("--md", metavar="PATH", default="",
+                    help="also write the table as markdown to PATH (the format of benchmarks/RESULTS.md)")
+    ap.add_argument("--submission", metavar="PATH", default="",
+                    help="time this submission file instead of the kit's submission.py (it must keep the kit's "
+                         "public surface: run_backend, config_for, BACKENDS, ...)")
+    ap.add_argument("--sms", metavar="N[,N...]|auto", default="",
+                    help="SM pressure: rerun in a fresh process per N on a green context of N SMs (0 or 'all': "
+                         "the whole GPU), the read ceiling measured at the same N; 'auto': the whole GPU, then "
+                         "the N that gives each SM a B200's share of the bytes (see the top of this file)")
+    ap.add_argument("--no-server", action="store_true",
+                    help="skip the server-protocol timings and custom_kernel's harness rows (faster; --sms "
+                         "children always skip them)")
+    ap.add_argument("--sms-child", type=int, default=-1, help=argparse.SUPPRESS)  # internal: run on N SMs
+    return ap
+
+
+def sms_points(spec: str) -> list:
+    """--sms: [0 (the whole GPU), ...] or ["auto"]; raises ValueError on anything else."""
+    if spec.strip() == "auto":
+        return ["auto"]
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        if part in ("all", "0"):
+            out.append(0)
+        elif part.isdigit() and int(part) >= 1:
+            out.append(int(part))
+        else:
+            raise ValueError(f"{part!r} is not an SM count (a positive integer, 0 or 'all'), nor 'auto'")
+    return out
+
+

@@ -1,0 +1,153 @@
+"""The SASS of every kernel a submission can launch, one file per kernel variant, on the CPU
+(no GPU): for checking that an edit of submission.py leaves the compiled kernels as they were.
+
+    python3 benchmarks/sass_dump.py --submission submission.py --out /tmp/sass-new
+    python3 benchmarks/sass_dump.py --submission /tmp/old_submission.py --out /tmp/sass-old
+    diff -r /tmp/sass-old /tmp/sass-new     # nothing: the same instructions, every variant
+
+What is dumped:
+* cuda: every (config, whole steps or not, plain or permuted scales) of the submission's
+  ``cuda_compile_variants()`` (every table entry, the tuner's candidates for H100/H200 and
+  B200, the default family), compiled by NVRTC for sm_90a and sm_100a, disassembled with
+  ``cuobjdump -sass``. Files are named by the config's eleven fields in the kernel's order
+  (lpr, rpt, u, warps, decode, v, load, pipe, minb, bsh, ks), the decode by its name, so that a
+  file written from a positional config and one from a named config of the same kernel compare.
+* triton: every launch variant ``benchmarks/compile_table.py`` compiles (its
+  ``launch_variants``), for cc 90 and cc 100, disassembled the same way; files named by the
+  variant's constexprs (decode by name), warps and stages.
+
+Progress goes to stderr, one line per 20 variants. Needs NVRTC (nvidia-cuda-nvrtc) and the
+cuobjdump of Triton's wheel; runs without TRITON_INTERPRET (it re-executes itself without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CUDA_ARCHS = ("sm_90a", "sm_100a")
+TRITON_ARCHS = (90, 100)
+# The cuda kernel's decodes by the numbers of positional configs (the form recorded before
+# configs had names), and the Triton kernel's DECODE constexpr of the same era.
+CUDA_DECODE_NAMES = {0: "dp4a", 1: "f16x2", 2: "dp4a-sr", 3: "dp4a-sr2"}
+TRITON_DECODE_NAMES = {0: "tl", 1: "f16x2", 2: "dp4a", 3: "loads-only"}
+CUDA_FIELDS = 11
+_HEADER = re.compile(r"^\s*(code for|Fatbin|=+|arch = |code version|host = |compile_size)", re.M)
+
+
+def _cuobjdump() -> str:
+    from benchmarks.sass_count import cuobjdump
+    return cuobjdump()
+
+
+def _sass(cubin: bytes) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        out = subprocess.run([_cuobjdump(), "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+    return "\n".join(ln.rstrip() for ln in out.splitlines() if not _HEADER.match(ln)) + "\n"
+
+
+def cuda_key(sub, cfg) -> str:
+    """The eleven fields of a cuda config, decode named, as a file-name stem."""
+    if hasattr(cfg, "_fields"):  # a named config
+        fields = list(cfg)
+    else:  # positional (a file from before named configs): the fields it leaves out from its defaults
+        shape = sub._CUDA_SHAPE
+        fields = list(cfg) + list(shape)[len(cfg) - 5:]
+        fields[4] = CUDA_DECODE_NAMES[fields[4]]
+    assert len(fields) == CUDA_FIELDS, cfg
+    return "-".join(str(x) for x in fields)
+
+
+def dump_cuda(sub, out: Path) -> int:
+    variants = sub.cuda_compile_variants()
+    n = 0
+    for i, (cfg, full, plain) in enumerate(variants):
+        name, source = sub.cuda_kernel(cfg, full, plain)
+        for arch in CUDA_ARCHS:
+            path = out / "cuda" / f"{cuda_key(sub, cfg)}.full{int(full)}.plain{int(plain)}.{arch}.sass"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"kernel {name}\n" + _sass(sub.cuda_compile(source, arch)))
+            n += 1
+        if i % 20 == 19 or i == len(variants) - 1:
+            print(f"sass_dump: cuda {i + 1}/{len(variants)} variants", file=sys.stderr, flush=True)
+    return n
+
+
+def triton_key(variant: dict) -> str:
+    consts = dict(variant["constexprs"])
+    if isinstance(consts.get("DECODE"), int):
+        consts["DECODE"] = TRITON_DECODE_NAMES[consts["DECODE"]]
+    text = json.dumps([consts, variant["signature"], variant.get("attrs", {}), variant["num_warps"],
+                       variant["num_stages"]], sort_keys=True, default=str)
+    readable = "-".join(f"{k}={v}" for k, v in sorted(consts.items()))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{readable}.w{variant['num_warps']}.s{variant['num_stages']}.{digest}"
+
+
+def dump_triton(sub, out: Path) -> int:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    from benchmarks import compile_table as ct
+    kernels = ct.kernels_of(sub)
+    variants = ct.launch_variants(sub, kernels)
+    n = 0
+    for i, v in enumerate(variants):
+        fn = kernels[v["kernel"]]
+        index = {name: j for j, name in enumerate(fn.arg_names)}
+        attrs = {(index[name],): CUDABackend.parse_attr(a) if isinstance(a, str) else a
+                 for name, a in v.get("attrs", {}).items()}
+        for arch in TRITON_ARCHS:
+            src = triton.compiler.ASTSource(fn=fn, signature=v["signature"], constexprs=v["constexprs"], attrs=attrs)
+            compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                                      options={"num_warps": v["num_warps"], "num_stages": v["num_stages"]})
+            path = out / "triton" / f"{v['kernel']}.{triton_key(v)}.cc{arch}.sass"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_sass(compiled.asm["cubin"]))
+            n += 1
+        if i % 20 == 19 or i == len(variants) - 1:
+            print(f"sass_dump: triton {i + 1}/{len(variants)} variants", file=sys.stderr, flush=True)
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/sass_dump.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--submission", default=str(ROOT / "submission.py"))
+    ap.add_argument("--out", required=True, help="folder written (one .sass file per variant and arch)")
+    ap.add_argument("--only", choices=("cuda", "triton"), default=None)
+    args = ap.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":  # the kernels would be interpreter functions
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        return subprocess.run([sys.executable, str(Path(__file__).resolve()), *(argv or sys.argv[1:])],
+                              env=env).returncode
+    from benchmarks.compile_table import load_submission
+    sub = load_submission(args.submission)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        if args.only in (None, "cuda"):
+            counts["cuda"] = dump_cuda(sub, out)
+        if args.only in (None, "triton"):
+            counts["triton"] = dump_triton(sub, out)
+    print(f"sass_dump: wrote {', '.join(f'{n} {k}' for k, n in counts.items())} SASS files to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
