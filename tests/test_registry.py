@@ -15,6 +15,8 @@ import ast
 import importlib.util
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,11 +76,14 @@ register(Backend("toy", lambda device: (True, ""), _toy_run, config=ToyConfig,
 
 
 def _module(text: str, name: str):
-    """``text`` imported as a module of its own (not ``submission``: sys.modules keeps the kit's)."""
-    spec = importlib.util.spec_from_loader(name, loader=None)
+    """``text`` written to a file of its own and imported from it as a module of its own (not
+    ``submission``: sys.modules keeps the kit's). A real file: Triton's @jit reads the source of
+    its functions from their file when it compiles them (on a GPU)."""
+    path = Path(tempfile.mkdtemp(prefix="nvfp4_registry_")) / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    mod.__file__ = str(ROOT / f"{name}.py")
-    exec(compile(text, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - the kit's own file, edited
+    spec.loader.exec_module(mod)
     return mod
 
 
