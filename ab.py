@@ -22,8 +22,9 @@ setting is reported and left out of the statistics.
 Statistics (pure functions below, tested on synthetic timings): per shape, each side's mean of
 all its timed calls (the server's statistic) and per round the ratio of the two sides' round
 means (paired: what changes from round to round cancels within a round). The rounds are shared
-out among ``--workers`` worker sets, each file in a fresh process per set, because two processes
-of one file can differ steadily (the kit's per-process race and tuning, memory placement: on an
+out among ``--workers`` worker sets, each file in a fresh process per set (started in an order
+that alternates from set to set), because two processes of one file can differ steadily (the
+kit's per-process race and tuning, memory placement, the order the processes started in: on an
 H100 an A/A run in one worker set gave offsets up to 0.40% with per-round noise of 0.3-0.5%).
 The ratio NEW / BASE is exp of the mean over the worker sets of their mean per-round log ratio,
 with a 95% Student t-interval over the worker sets (N - 1 degrees of freedom; with one worker set,
@@ -580,7 +581,7 @@ def _run(args, cases: dict) -> int:
         notes = ev.header_warnings(Path(path))
         files.append({"label": label, "path": path, "sha256": sha256_of(Path(path)), "git": git_revision(Path(path)),
                       "notes": notes, "passed": False, "error": "", "backend": ""})
-    workers = _new_workers(files, args)
+    workers = _new_workers(files, args)  # set 1 starts in file order
     try:
         return _checked_and_timed(args, cases, files, workers, pairs, leaderboard)
     except BaseException:
@@ -658,7 +659,10 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
         if index == starts[worker_set]:
             if worker_set:
                 _progress(f"[ab] worker set {worker_set + 1}/{args.workers}: a fresh process per file")
-                fresh = _new_workers(timed, args)
+                # Started in an order that alternates from set to set: the order in which the
+                # processes start can favour one steadily (an A/A run on an H100 whose 15 sets
+                # all started BASE first gave NEW +0.20% to +0.56% on every shape).
+                fresh = _new_workers([timed[i] for i in round_order(len(timed), worker_set)], args)
                 for w in workers.values():
                     w.close()
                 workers.clear()
