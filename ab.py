@@ -64,8 +64,11 @@ DEFAULT_ROUNDS = 20
 # Worker sets per run: on an H100 (2026-11-25) an A/A run of one worker per file (80 rounds) gave
 # steady offsets of -0.09% / +0.40% / +0.18% on the three benchmark shapes whatever the order, with
 # per-round log-ratio sd 0.3-0.5%: the process, not the round, is the unit that varies, so the
-# interval is taken over fresh worker sets (Student t with N - 1 degrees of freedom).
-DEFAULT_WORKERS = 5
+# interval is taken over fresh worker sets (Student t with N - 1 degrees of freedom). With the
+# sd of the sets' means measured then (0.33% / 0.32% / 1.23%), 10 sets give half-widths of
+# about 0.24% / 0.23% / 0.88% in about 90 s of a two-file run (9 s a set: two processes' start,
+# race and warm-up, two rounds); 5 sets gave 0.4-1.5%.
+DEFAULT_WORKERS = 10
 DEFAULT_REPEATS = 50
 MIN_REPEATS = 3  # eval.should_stop never stops before three calls
 NVML_PERIOD_S = 0.05  # how often NVML is read while a round runs
