@@ -3,7 +3,8 @@
 Each config is compiled by NVRTC for sm_90a and sm_100a, disassembled with the cuobjdump of
 Triton's wheel, and its K loop taken as the largest backward-branch body of the SASS that
 loads from global memory. Reported per 16 bytes of a and lane (the loop body over RPT * U
-chunks, since each lane reads RPT * U 16-byte chunks of a per step), with the opcode mix and the registers, beside a paper minimum:
+chunks, since each lane reads RPT * U 16-byte chunks of a per step), with the opcode mix and
+the registers, beside a paper minimum:
 
 * sm_100a (f16x2 decode, Blackwell's e2m1 conversion): per 16 bytes = 32 values, 16
   conversions (one per byte: two values), 16 packed multiply-adds (HMUL2/HFMA2), the load of a
