@@ -485,9 +485,21 @@ JOB_ARG_ERRORS = [
     (["--job", "all", "--bench-args", '--shapes "all'], "No closing quotation"),
     (["--job", "sweep", "--sweep-args", "--grid /tmp/grid.json"], "must be a file of this checkout under tests/"),
 ]
+# --job ab's (the same test below)
+GOOD_FILE = "tests/fixtures/good_submission.py"
+AB_ARG_ERRORS = [
+    (["--job", "ab"], "--job ab needs --against BASE[,BASE...]"),
+    (["--job", "ab", "--against", "nobody-v9.py"], "submission file nobody-v9.py not found"),
+    (["--job", "ab", "--against", "tests"], "tests is a folder, not a submission file"),
+    (["--job", "ab", "--against", "submission.py", "--against", GOOD_FILE], "--against given more than once"),
+    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "--json x.json"], "--json is set by the job"),
+    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "--rounds x"], "argument --rounds: invalid int"),
+    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "extra.py"], "the files come from --submission"),
+]
 
 
-@pytest.mark.parametrize("args,message", JOB_ARG_ERRORS, ids=[" ".join(a) for a, _ in JOB_ARG_ERRORS])
+@pytest.mark.parametrize("args,message", JOB_ARG_ERRORS + AB_ARG_ERRORS,
+                         ids=[" ".join(a) for a, _ in JOB_ARG_ERRORS + AB_ARG_ERRORS])
 def test_modal_run_rejects_bad_job_arguments_before_connecting(tmp_path, args, message):
     env = no_token_env(tmp_path)
     env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
@@ -887,26 +899,6 @@ def test_ab_entrypoint_writes_json_and_markdown(tmp_path, monkeypatch, capsys):
     assert "ab: FAIL (the remote run failed: RuntimeError: container exited)" in capsys.readouterr().out
 
 
-GOOD_FILE = "tests/fixtures/good_submission.py"
-AB_ARG_ERRORS = [
-    (["--job", "ab"], "--job ab needs --against BASE[,BASE...]"),
-    (["--job", "ab", "--against", "nobody-v9.py"], "submission file nobody-v9.py not found"),
-    (["--job", "ab", "--against", "tests"], "tests is a folder, not a submission file"),
-    (["--job", "ab", "--against", "submission.py", "--against", GOOD_FILE], "--against given more than once"),
-    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "--json x.json"], "--json is set by the job"),
-    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "--rounds x"], "argument --rounds: invalid int"),
-    (["--job", "ab", "--against", GOOD_FILE, "--ab-args", "extra.py"], "the files come from --submission"),
-]
-
-
-@pytest.mark.parametrize("args,message", AB_ARG_ERRORS, ids=[" ".join(a) for a, _ in AB_ARG_ERRORS])
-def test_modal_run_rejects_bad_ab_arguments_before_connecting(tmp_path, args, message):
-    env = no_token_env(tmp_path)
-    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=50)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and message in proc.stderr, proc.stderr
 
 
 def test_preflight_lets_good_ab_arguments_through(monkeypatch):
