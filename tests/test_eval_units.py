@@ -3,6 +3,7 @@ geometric mean, popcorn line parsing, summaries and tables, protocol exit codes.
 
 import math
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -506,3 +507,14 @@ def test_an_unknown_harness_date_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="unknown harness date '2025-12'; choose from 2025-11-11, 2026-01-13"):
         ev._harness_date_from("2025-12")
     assert ev._harness_date_from(None) == ev.HARNESS_DATE
+
+
+def test_eval_imports_none_of_the_modules_its_subcommands_live_in():
+    """audit.py, ab.py and cute_check.py import eval.py; eval.py imports none of them (its main()
+    hands `eval.py audit|ab|compile` over by name): no import circle, and the server's layout,
+    which has eval.py without them, imports as before."""
+    code = ("import sys, eval; bad = [m for m in ('audit', 'ab', 'cute_check', 'submission') if m in sys.modules]; "
+            "print(bad)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(ev.__file__).parent, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
