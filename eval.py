@@ -7,7 +7,7 @@ PROTOCOL MODE (what the server runs, with ``submission.py`` beside this file and
 
 It mirrors the GPU MODE NVIDIA ``eval.py`` (written anew for this kit). The server revision and
 every fact taken from it -- exit codes, seeds, the loops' repeat and time limits, the L2 clear,
-the inputs -- are recorded once, in README.md, section "The server revision this kit mirrors";
+the inputs -- are recorded once, in docs/server.md ("The server this kit mirrors");
 the constants below (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry them. In short:
 
 * ``key: value`` lines go to the file descriptor named by ``POPCORN_FD`` (exit 111 when it

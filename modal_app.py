@@ -78,7 +78,7 @@ if str(HERE) not in sys.path:
 import eval as kit_eval  # noqa: E402  (imports without torch: tables, popcorn client)
 
 # ----------------------------------------------------------------------------- settings
-# Every pin lives here (README says why these).
+# Every pin lives here (docs/modal.md says why these).
 APP_NAME = "nvfp4-gemv-kit"
 DEFAULT_GPU = "B200"
 TIMEOUT_S = 3600  # one call: test + N x benchmark + N x leaderboard, with image start
@@ -129,7 +129,7 @@ TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite run
 JOB_DIR = "/root/kit"
 JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cute_check.py", "modal_app.py", "pyproject.toml",
              "README.md")
-JOB_DIRS = ("tests", "benchmarks", "examples")
+JOB_DIRS = ("tests", "benchmarks", "examples", "docs")
 JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
 # Not run in the container: the local side's tests (they run `modal` as a user does, without
 # Modal credentials, which a container holds).

@@ -15,8 +15,8 @@ Mirrors the roles of the server's ``reference.py`` (``generate_input``, ``ref_ke
 The format and the scale layouts (nibble order, blocked and permuted scales) are described and
 implemented in ``nvfp4.py``; its helpers are re-exported here (``reference.to_blocked`` etc.).
 What the server hands over -- device, dtype, shape and strides of each input, value ranges,
-tolerances -- and the server revision it comes from are recorded once, in README.md, section
-"The server revision this kit mirrors". Other value distributions: ``quant.fill``.
+tolerances -- and the server revision it comes from are recorded once, in docs/server.md. Other
+value distributions: ``quant.fill``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""README's commands work as printed: every command line of its ```bash blocks is run from the
-root of a fresh copy of the repository (no GPU needed for the suite), so the README cannot
-drift from the kit.
+"""The docs' commands work as printed: every command line of the ```bash blocks of README.md
+and of the pages it sends detail to (``DOCS``) is run from the root of a fresh copy of the
+repository (no GPU needed for the suite), so the docs cannot drift from the kit.
 
 * A command that needs a CUDA GPU ends in the comment ``# needs CUDA``. Without CUDA it must
   refuse cleanly: exit 2, one line on stderr saying it needs a CUDA GPU, nothing on stdout.
@@ -21,6 +21,9 @@ from conftest import HAS_CUDA, ROOT
 import eval as ev
 
 README = ROOT / "README.md"
+# Every page whose ```bash blocks are run here, README first; commands run from the repository root.
+DOCS = ["README.md", "docs/setup.md", "docs/submission.md", "docs/eval.md", "docs/modal.md", "docs/cute.md",
+        "docs/server.md", "benchmarks/README.md"]
 CUDA_MARK = "# needs CUDA"
 NOT_RUN = {  # command prefix -> why this test does not run it
     "python3 -m pip install": "installs packages (network; the suite already runs in an installed environment)",
@@ -52,7 +55,10 @@ def readme_commands(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
-COMMANDS = readme_commands(README.read_text())
+README_COMMANDS = readme_commands(README.read_text())
+# (page, line number, command, trailing comment) of every page of DOCS.
+COMMANDS = [(doc, number, command, comment) for doc in DOCS
+            for number, command, comment in readme_commands((ROOT / doc).read_text())]
 
 
 def not_run_reason(command: str) -> str:
@@ -86,7 +92,7 @@ def copy_repo(root: Path, dest: Path) -> Path:
     return dest
 
 
-RAN = []  # README commands run so far (test_readme_writes_only_what_git_ignores checks their output)
+RAN = []  # docs' commands run so far (test_readme_writes_only_what_git_ignores checks their output)
 
 
 @pytest.fixture(scope="module")
@@ -98,17 +104,27 @@ def repo_copy(tmp_path_factory):
 
 
 def test_readme_has_the_commands_this_test_expects():
-    """The parser finds the blocks: the CPU commands, the marked GPU ones and the skipped ones."""
-    commands = [c for _, c, _ in COMMANDS]
+    """The parser finds the blocks: the CPU commands, the marked GPU ones and the skipped ones
+    (README's own, and every page's: a NOT_RUN entry no page uses is stale)."""
+    commands = [c for _, c, _ in README_COMMANDS]
     assert "python3 eval.py" in commands
-    assert sum(CUDA_MARK in comment for _, _, comment in COMMANDS) >= 4
-    assert all(any(c.startswith(prefix) for c in commands) for prefix in NOT_RUN), "a NOT_RUN entry is stale"
+    assert sum(CUDA_MARK in comment for _, _, comment in README_COMMANDS) >= 4
+    every = [c for _, _, c, _ in COMMANDS]
+    assert all(any(c.startswith(prefix) for c in every) for prefix in NOT_RUN), "a NOT_RUN entry is stale"
+    assert all(any(d == doc for d, *_ in COMMANDS) for doc in ("README.md", "docs/eval.md", "benchmarks/README.md"))
+
+
+def test_docs_lists_every_page_of_docs():
+    """A page added under docs/ has its commands run too."""
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")}
+    assert on_disk <= set(DOCS), sorted(on_disk - set(DOCS))
+    assert all((ROOT / doc).is_file() for doc in DOCS)
 
 
 def test_readme_puts_the_cpu_install_first():
     """A CPU user reading top to bottom installs the CPU build of torch before the project
     (the other way round, pip pulls a CUDA build of torch and its nvidia wheels)."""
-    commands = [c for _, c, _ in COMMANDS]
+    commands = [c for _, c, _ in README_COMMANDS]
     cpu_torch = next(i for i, c in enumerate(commands) if "download.pytorch.org/whl/cpu" in c)
     project = next(i for i, c in enumerate(commands) if c.startswith("python3 -m pip install -e"))
     assert cpu_torch < project
@@ -167,10 +183,13 @@ def shipped_text_files() -> list[str]:
 
 
 def test_shipped_files_speak_of_runs_and_sources_not_of_how_the_kit_was_made():
-    """No sessions, issue numbers or search index in README, benchmarks/RESULTS.md, NOTES.md,
-    submission.py (the file people submit), modal_app.py or any other shipped file."""
+    """No sessions, issue numbers or search index in README, the pages of DOCS,
+    benchmarks/RESULTS.md, NOTES.md, submission.py (the file people submit), modal_app.py or any
+    other shipped file."""
     found = []
-    for name in shipped_text_files():
+    shipped = shipped_text_files()
+    assert set(DOCS) <= set(shipped), sorted(set(DOCS) - set(shipped))
+    for name in shipped:
         for number, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
             found += [f"{name}:{number}: {hit.group(0)!r}" for hit in BUILD_WORDS.finditer(line)]
     assert found == [], "\n".join(found)
@@ -206,8 +225,9 @@ def test_readme_flags_match_the_kit():
     assert f"--distribution {'|'.join(ev._distributions())}" in text
 
 
-@pytest.mark.parametrize("number, command, comment", COMMANDS, ids=[f"L{n}: {c}" for n, c, _ in COMMANDS])
-def test_readme_command(repo_copy, number, command, comment):
+@pytest.mark.parametrize("doc, number, command, comment", COMMANDS,
+                         ids=[f"{d}:L{n}: {c}" for d, n, c, _ in COMMANDS])
+def test_readme_command(repo_copy, doc, number, command, comment):
     repo_copy = repo_copy[0]
     why = not_run_reason(command)
     if why:
@@ -221,7 +241,7 @@ def test_readme_command(repo_copy, number, command, comment):
     proc = subprocess.run(["bash", "-c", command], cwd=repo_copy, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT_S)
     RAN.append(command)
-    said = f"README line {number}: {command}\nexit {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\n" \
+    said = f"{doc} line {number}: {command}\nexit {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\n" \
            f"stderr:\n{proc.stderr[-3000:]}"
     if needs_cuda:
         assert proc.returncode == 2, said
@@ -233,11 +253,11 @@ def test_readme_command(repo_copy, number, command, comment):
 
 
 def test_readme_writes_only_what_git_ignores(repo_copy):
-    """Every file the README's commands wrote in the copy (out.json, log.txt, ...) is one
+    """Every file the docs' commands wrote in the copy (out.json, log.txt, ...) is one
     .gitignore covers, so running them in a clone leaves ``git status`` clean. Runs after the
     commands above (pytest keeps a module's order)."""
     if not RAN:
-        pytest.skip("no README command ran before this test (run the whole module)")
+        pytest.skip("no docs command ran before this test (run the whole module)")
     if repo_files(ROOT) is None:
         pytest.skip("not a git checkout")
     dest, before = repo_copy
@@ -297,3 +317,59 @@ def test_installed_modules_import_only_installed_modules():
         if imported & kit - set(installed):
             missing[name] = sorted(imported & kit - set(installed))
     assert missing == {}, f"imported but not installed: {missing}"
+
+
+FIRST_SCREEN = 40  # lines: what a reader sees before scrolling
+
+
+def test_readme_first_screen_says_what_how_what_not_and_where():
+    """The first screen says what the kit is, how to start (install, eval.py, pytest), what it
+    does not do (no B200 run, popcorn-cli and Modal installed apart, the closed leaderboard) and
+    where the problem statement is."""
+    head = " ".join("\n".join(README.read_text().splitlines()[:FIRST_SCREEN]).split())
+    for needed in ("A kit for the GPU MODE `nvfp4_gemv` problem", "python3 -m pip install -e", "python3 eval.py",
+                   "python3 -m pytest", "Nothing in it has run on a B200", "popcorn-cli and Modal are separate",
+                   "closed on 2025-11-29", "problems/nvidia/nvfp4_gemv/task.yml"):
+        assert needed in head, needed
+
+
+TABLE_ROW_CHARS = 220  # README's tables are an overview (the cuda row was once 1,059 characters)
+
+
+def test_readme_table_rows_are_short():
+    """Detail lives in the pages of DOCS; README's table rows stay short (the backend table's
+    cuda row included)."""
+    long_rows = [line[:60] for line in README.read_text().splitlines()
+                 if line.startswith("|") and len(line) > TABLE_ROW_CHARS]
+    assert long_rows == []
+    assert any(line.startswith("| `cuda` |") for line in README.read_text().splitlines())
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation but '-' and '_' dropped,
+    spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_github_anchor():
+    assert github_anchor("Time it on a B200: `modal_app.py`") == "time-it-on-a-b200-modal_apppy"
+    assert github_anchor("Before you submit: `python3 eval.py audit`") == "before-you-submit-python3-evalpy-audit"
+
+
+def test_docs_links_reach_their_files_and_headings():
+    """Every relative link of the pages of DOCS names a file of the kit, and its #anchor a
+    heading of that file."""
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", (ROOT / doc).read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = ((ROOT / doc).parent / path).resolve() if path else ROOT / doc
+            if not dest.exists():
+                broken.append(f"{doc}: {target}")
+            elif anchor and dest.suffix == ".md":
+                headings = {github_anchor(h) for h in re.findall(r"^#+ (.*)$", dest.read_text(), re.M)}
+                if anchor not in headings:
+                    broken.append(f"{doc}: {target}")
+    assert broken == []

@@ -293,8 +293,8 @@ def test_generate_input_rejects_bad_shapes(bad):
 
 @pytest.mark.parametrize("device", ["cpu", "meta", pytest.param("cuda", marks=requires_cuda)])
 def test_generate_input_puts_every_tensor_where_a_lives(device):
-    """The plain scales too: the server returns sfa/sfb on the GPU beside a (README, "The server
-    revision this kit mirrors"). "meta" stands in for a second device on a CPU-only machine."""
+    """The plain scales too: the server returns sfa/sfb on the GPU beside a (docs/server.md, "The inputs,
+    the checker, the loops"). "meta" stands in for a second device on a CPU-only machine."""
     data = R.generate_input(256, 512, 2, seed=3, device=device)
     assert [t.device.type for t in data] == [device] * 7
 
