@@ -340,18 +340,20 @@ def test_the_timed_path_runs_on_the_host_clock(tmp_path, monkeypatch, capsys):
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 def test_a_short_real_a_b_of_two_copies(tmp_path):
-    """Two copies of the good fixture on the GPU: both pass, every round is recorded with NVML
-    clocks where NVML is there, and the verdict names this GPU."""
+    """Two copies of the good fixture on the GPU, two worker sets of two rounds: both pass,
+    every round is recorded with its worker set, the interval is over the sets, and the verdict
+    names this GPU."""
     copy = tmp_path / "copy.py"
     shutil.copy(GOOD, copy)
     out = tmp_path / "ab.json"
     proc = run_ab(GOOD, copy, "--shapes", TINY, "--check-shapes", TINY,
-                  "--rounds", "4", "--repeats", "10", "--json", out)
+                  "--rounds", "4", "--workers", "2", "--repeats", "10", "--json", out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(out.read_text())
-    assert len(record["rounds"]) == 4
-    kept = sum(not r.get("excluded") for r in record["rounds"])
-    assert record["comparisons"][0]["geomean"]["n"] == kept
+    assert len(record["rounds"]) == 4 and [r["worker_set"] for r in record["rounds"]] == [0, 0, 1, 1]
+    geo = record["comparisons"][0]["geomean"]
+    if all(not r.get("excluded") for r in record["rounds"]):
+        assert geo["unit"] == "worker set" and geo["n"] == 2
     assert f"on this GPU ({record['gpu']['name']})" in proc.stdout
 
 
