@@ -53,6 +53,13 @@ def make_input(m: int, k: int, l: int, seed: int, device=None, dist: str = "offi
     return quant.fill(reference.generate_input(m, k, l, seed, device=device), dist)
 
 
+def replace_inputs(data, **new):
+    """``data`` (a, b, sfa, sfb, sfa_p, sfb_p, c) with the tensors named in ``new`` replaced: the
+    bad-input tests' one way of building a broken input tuple."""
+    names = ("a", "b", "sfa", "sfb", "sfa_p", "sfb_p", "c")
+    return tuple(new.get(n, t) for n, t in zip(names, data, strict=True))
+
+
 # The kit's own top-level modules: a test that loads one of them anew (compile_table.load_submission
 # and bench_kernel.py install a fresh ``submission`` module, as their command lines need) must not
 # hand the next test another module object than the one its file imported.

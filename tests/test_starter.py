@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, replace_inputs
 from tolerances import KERNEL_ATOL, KERNEL_RTOL
 
 import eval as ev
@@ -107,11 +107,6 @@ def test_eval_test_mode_passes_as_the_server_runs_it(tmp_path, dist):
 
 # --------------------------------------------------------------------------- input checks, fallback
 
-def _bad(data, **repl):
-    names = ("a", "b", "sfa", "sfb", "sfa_p", "sfb_p", "c")
-    return tuple(repl.get(n, t) for n, t in zip(names, data, strict=True))
-
-
 @pytest.mark.parametrize("case, exc, words", [
     ("a_dtype", TypeError, "a and b must be float4_e2m1fn_x2"),
     ("sf_dtype", TypeError, "sfa and sfb must be float8_e4m3fn"),
@@ -126,13 +121,13 @@ def test_bad_input_raises_one_line_naming_the_constraint(case, exc, words):
     data = make_input(128, 256, 2, 3, "cpu")
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     bad = {
-        "a_dtype": lambda: _bad(data, a=a.view(torch.uint8).to(torch.float16)),
-        "sf_dtype": lambda: _bad(data, sfa=sfa.view(torch.uint8)),
-        "c_dtype": lambda: _bad(data, c=c.float()),
-        "m": lambda: _bad(data, a=a[:64], sfa=sfa[:64], c=c[:64]),
-        "k": lambda: _bad(data, a=a[:, :16], b=b[:, :16], sfa=sfa[:, :2], sfb=sfb[:, :2]),
-        "c_shape": lambda: _bad(data, c=c[:, :, :1]),
-        "device": lambda: _bad(data, c=torch.empty_like(c, device="meta")),
+        "a_dtype": lambda: replace_inputs(data, a=a.view(torch.uint8).to(torch.float16)),
+        "sf_dtype": lambda: replace_inputs(data, sfa=sfa.view(torch.uint8)),
+        "c_dtype": lambda: replace_inputs(data, c=c.float()),
+        "m": lambda: replace_inputs(data, a=a[:64], sfa=sfa[:64], c=c[:64]),
+        "k": lambda: replace_inputs(data, a=a[:, :16], b=b[:, :16], sfa=sfa[:, :2], sfb=sfb[:, :2]),
+        "c_shape": lambda: replace_inputs(data, c=c[:, :, :1]),
+        "device": lambda: replace_inputs(data, c=torch.empty_like(c, device="meta")),
         "arity": lambda: data[:6],
     }[case]()
     with pytest.raises(exc) as info:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, replace_inputs, requires_cuda
 from tolerances import ATOL, EXACT, RTOL
 
 import reference
@@ -135,11 +135,6 @@ def test_standalone_copy_runs_in_fresh_interpreter(tmp_path, dist):
 
 # --------------------------------------------------------------------------- validation
 
-def _bad(data, **repl):
-    names = ("a", "b", "sfa", "sfb", "sfa_p", "sfb_p", "c")
-    return tuple(repl.get(n, t) for n, t in zip(names, data, strict=True))
-
-
 @pytest.mark.parametrize("case, exc, words", [
     ("a_dtype", TypeError, "a must be float4"),
     ("sf_dtype", TypeError, "float8_e4m3fn"),
@@ -164,21 +159,21 @@ def test_validation_names_the_constraint(case, exc, words, monkeypatch):
     data = make_input(128, 128, 2, 3, "cpu")
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     bad = {
-        "a_dtype": lambda: _bad(data, a=a.view(torch.uint8).to(torch.int16)),
-        "sf_dtype": lambda: _bad(data, sfa_p=sfa_p.view(torch.uint8)),
-        "c_dtype": lambda: _bad(data, c=c.float()),
-        "m": lambda: _bad(data, a=a[:100], c=c[:100]),
-        "k": lambda: _bad(data, a=a[:, :16], b=b[:, :16]),
-        "c_shape": lambda: _bad(data, c=c[:64]),
-        "b_shape": lambda: _bad(data, b=b[:, :32]),
-        "sfa_layout": lambda: _bad(data, sfa_p=sfa_p.contiguous()),
-        "device": lambda: _bad(data, c=torch.empty(c.shape, dtype=c.dtype, device="meta")),
+        "a_dtype": lambda: replace_inputs(data, a=a.view(torch.uint8).to(torch.int16)),
+        "sf_dtype": lambda: replace_inputs(data, sfa_p=sfa_p.view(torch.uint8)),
+        "c_dtype": lambda: replace_inputs(data, c=c.float()),
+        "m": lambda: replace_inputs(data, a=a[:100], c=c[:100]),
+        "k": lambda: replace_inputs(data, a=a[:, :16], b=b[:, :16]),
+        "c_shape": lambda: replace_inputs(data, c=c[:64]),
+        "b_shape": lambda: replace_inputs(data, b=b[:, :32]),
+        "sfa_layout": lambda: replace_inputs(data, sfa_p=sfa_p.contiguous()),
+        "device": lambda: replace_inputs(data, c=torch.empty(c.shape, dtype=c.dtype, device="meta")),
         # the plain scales, which the backend here (torch) does not read: checked all the same
-        "sfa_plain_dtype": lambda: _bad(data, sfa=sfa.view(torch.uint8)),
-        "sfb_plain_dtype": lambda: _bad(data, sfb=sfb.to(torch.float16)),
-        "sfa_plain_shape": lambda: _bad(data, sfa=sfa[:, :, :1]),
-        "sfb_plain_shape": lambda: _bad(data, sfb=sfb[:64]),
-        "sfa_plain_device": lambda: _bad(data, sfa=torch.empty(sfa.shape, dtype=sfa.dtype, device="meta")),
+        "sfa_plain_dtype": lambda: replace_inputs(data, sfa=sfa.view(torch.uint8)),
+        "sfb_plain_dtype": lambda: replace_inputs(data, sfb=sfb.to(torch.float16)),
+        "sfa_plain_shape": lambda: replace_inputs(data, sfa=sfa[:, :, :1]),
+        "sfb_plain_shape": lambda: replace_inputs(data, sfb=sfb[:64]),
+        "sfa_plain_device": lambda: replace_inputs(data, sfa=torch.empty(sfa.shape, dtype=sfa.dtype, device="meta")),
         "arity": lambda: data[:6],
         "none": lambda: None,
         "not_tensors": lambda: data[:6] + (None,),
