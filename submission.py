@@ -204,10 +204,11 @@ class CudaConfig(NamedTuple):
     decode: str | None = None  # a cuda decode of DECODES; None: the GPU's default (cuda_default_decode)
     v: int = 2  # adjacent chunks per lane (1 or 2, dividing u; 2 reads two chunks' scale pairs at once)
     load: int = 2  # load flavour of a and its scales (LD_FLAVOURS in the source)
-    pipe: int = 1  # 1: every load of a step issued before its arithmetic
+    pipe: int = 1  # 1: every load of a step issued before its arithmetic; 2: b's loads too, beside a's (bsh 0)
     minb: int = 0  # > 0: launch bounds asking registers enough for minb blocks per SM
     bsh: int = 0  # 1: b prepared once per warp and step through shared memory (lpr * u == 32)
     ks: int = 1  # K split in ks parts over ks warps of a block, summed in a fixed order
+    kb: int = 1  # and each of those in kb parts over kb blocks, summed by the last block in a fixed order
 
     def __repr__(self) -> str:
         """The canonical form: the four tile fields, then every field that is not its default."""
@@ -227,23 +228,25 @@ class CudaConfig(NamedTuple):
         """'' when the kernel can be built with this config (whatever the shape), else why not."""
         if (self.lpr not in (2, 4, 8, 16, 32) or self.rpt < 1 or self.u < 1 or not 1 <= self.warps <= 32
                 or (self.decode is not None and self.decode not in _CUDA_DECODE_ID) or self.v not in (1, 2)
-                or self.u % self.v or not 0 <= self.load <= 4 or self.pipe not in (0, 1) or self.minb < 0
+                or self.u % self.v or not 0 <= self.load <= 4 or self.pipe not in (0, 1, 2) or self.minb < 0
+                or (self.pipe == 2 and self.bsh)
                 or self.bsh not in (0, 1) or (self.bsh and self.lpr * self.u != 32) or self.ks < 1
-                or self.warps * self.ks > 32):
+                or self.warps * self.ks > 32 or not 1 <= self.kb <= 64):
             return (f"cuda needs lpr in 2, 4, 8, 16, 32; rpt, u >= 1; warps in 1..32; decode one of "
-                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-4; pipe 0 or 1; minb >= 0; "
-                    f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); got {self!r}")
+                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-4; pipe 0, 1 or 2 (2: bsh 0); "
+                    f"minb >= 0; "
+                    f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); kb in 1..64; got {self!r}")
         return ""
 
     def fits(self, m: int, k: int) -> bool:
         """Whether this config can run an m x k problem: blocks of at most 128 rows dividing M;
         every lane owns at least one 32-value chunk per step (lpr * u <= K / 32: a family with
         more lanes per row than the row has chunks is for longer rows); bsh steps span 32
-        chunks; K splits in parts of whole steps, at most one part idle (the H100's 4096x7168x8
-        entry: 7 steps in 8 parts)."""
+        chunks; K splits in parts of whole steps (ks * kb of them), at most one part idle (the
+        H100's 4096x7168x8 entry: 7 steps in 8 parts)."""
         steps = -(-(k // 32) // (self.lpr * self.u))
         return (self.rows <= 128 and m % self.rows == 0 and self.lpr * self.u <= k // 32 and self.u % self.v == 0
-                and (not self.bsh or self.lpr * self.u == 32) and self.ks <= steps + 1)
+                and (not self.bsh or self.lpr * self.u == 32) and self.ks * self.kb <= steps + 1)
 
     def shape_problem(self, m: int, k: int) -> str:
         """'' when the kernel can run an m x k problem with this config (tails are masked), else why not."""
@@ -642,12 +645,12 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 }
 
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, int BSH, int KS>
+          bool PROBE, int BSH, int KS, int KB>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
     u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
-    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero) {
+    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, float* __restrict__ part, u32* __restrict__ cnt) {
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
@@ -665,13 +668,16 @@ __device__ __forceinline__ void gemv_body(
   const Tables T = tables(zero);
   // KS > 1: the block's WARPS * KS warps split K in KS parts of whole steps; warp w takes rows
   // (w % WARPS) and part kp = w / WARPS, and the parts' row sums add in a fixed order at the end.
+  // KB > 1: K is split in KB * KS parts over the KB blocks blockIdx.z of a row group (see the end).
   const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5;
   const int rw = warp % WARPS, kp = warp / WARPS;
   const int row0 = blockIdx.x * BROWS + rw * RS * RPT + lane / LPR;
   const i64 bi = blockIdx.y;
   const int nsteps = (chunks + STEP - 1) / STEP;
-  const int cbeg = KS == 1 ? 0 : (kp * nsteps / KS) * STEP;
-  const int cend = KS == 1 ? chunks : min(((kp + 1) * nsteps / KS) * STEP, chunks);
+  constexpr int NP = KS * KB;
+  const int pi = (KB > 1 ? (int)blockIdx.z * KS : 0) + kp;
+  const int cbeg = NP == 1 ? 0 : (pi * nsteps / NP) * STEP;
+  const int cend = NP == 1 ? chunks : min(((pi + 1) * nsteps / NP) * STEP, chunks);
   // per row: a pointer at the lane's first chunk and its scale pointer; each step moves both
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
@@ -730,6 +736,10 @@ __device__ __forceinline__ void gemv_body(
     bc = D::prep(bq, T);
     sb = prep_sb(sbv);
   };
+  // PIPE 2: b's chunks of the step and their scales loaded beside a's, before any arithmetic
+  // (no dependency on a's loads: on a short row the step's two round trips become one).
+  Q bqs[PIPE == 2 ? U : 1];
+  u32 sbs[PIPE == 2 ? U : 1];
   auto compute = [&](int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
@@ -763,6 +773,9 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
         for (int k = 0; k < NW; ++k) w[k] = sh_b[BSH ? warp : 0][k][j];
         sb = sh_s[BSH ? warp : 0][j];
+      } else if (PIPE == 2) {
+        bc = D::prep(bqs[PIPE == 2 ? u : 0], T);
+        sb = prep_sb(sbs[PIPE == 2 ? u : 0]);
       } else {
         prep_b(bstep, ch, bc, sb);
       }
@@ -773,6 +786,10 @@ __device__ __forceinline__ void gemv_body(
 
   for (int c0 = cbeg; c0 < cend; c0 += STEP) {
     load(c0);
+    if (PIPE == 2) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_b(bp, c0 + t * V + off(u), bqs[PIPE == 2 ? u : 0], sbs[PIPE == 2 ? u : 0]);
+    }
     const unsigned char* bstep = bp;
     if (PIPE == 1) {
       // All loads of the step are issued before the first use: ptxas would otherwise sink
@@ -799,12 +816,41 @@ __device__ __forceinline__ void gemv_body(
   }
   if (KS > 1) {
     __syncthreads();
-    if (kp != 0) return;
+    if (KB == 1 && kp != 0) return;
+    if (kp == 0) {
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        float v = sh_r[0][rw * RS * RPT + lane / LPR + RS * i];
+#pragma unroll
+        for (int k = 1; k < KS; ++k) v += sh_r[KS > 1 ? k : 0][rw * RS * RPT + lane / LPR + RS * i];
+        acc[i] = v;
+      }
+    }
+  }
+  if (KB > 1) {
+    // K split over blocks: each block stores its rows' sums for its part z = blockIdx.z in
+    // part[batch][z][row] and counts itself in cnt[batch][row group] (atomicInc wraps the count
+    // to 0 on the KB-th arrival, ready for the next launch); the block that arrives last adds
+    // the KB sums of its rows in the order z = 0, 1, ... (fixed whatever the arrival order, so
+    // repeats are bit-identical; no float atomics) and writes c.
+    const int m = gridDim.x * BROWS;
+    __shared__ u32 sh_last;
+    float* pr = part + bi * KB * (i64)m;
+    if (kp == 0 && t == 0) {
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) pr[(i64)blockIdx.z * m + row0 + RS * i] = acc[i];
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) sh_last = atomicInc(cnt + bi * gridDim.x + blockIdx.x, KB - 1) == KB - 1;
+    __syncthreads();
+    if (!sh_last || kp != 0) return;
+    __threadfence();
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
-      float v = sh_r[0][rw * RS * RPT + lane / LPR + RS * i];
+      float v = __ldcg(pr + row0 + RS * i);
 #pragma unroll
-      for (int k = 1; k < KS; ++k) v += sh_r[KS > 1 ? k : 0][rw * RS * RPT + lane / LPR + RS * i];
+      for (int z = 1; z < KB; ++z) v += __ldcg(pr + (i64)z * m + row0 + RS * i);
       acc[i] = v;
     }
   }
@@ -821,12 +867,15 @@ __device__ __forceinline__ void gemv_body(
 
 # Kernel parameters, in order: a, b, sfa, sfb, c (pointers), chunks = K / 32 (int), the
 # strides a_row, a_batch, b_batch (bytes), sfa_row, sfa_batch, sfb_batch (bytes; rows only
-# for the plain layout), c_row, c_batch (elements), zero (always 0; see the kernel).
+# for the plain layout), c_row, c_batch (elements), zero (always 0; see the kernel), then for
+# kb > 1 the K split's scratch (part: l * kb * m floats; cnt: l * m / rows counters, zero before
+# the first launch and left zero by each); null otherwise.
 _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __restrict__ b, "
                 "const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb, "
                 "u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, "
-                "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero")
-_CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero"
+                "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, float* __restrict__ part, "
+                "u32* __restrict__ cnt")
+_CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero, part, cnt"
 
 
 class CudaBuildError(RuntimeError):
@@ -848,13 +897,14 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     cfg = CudaConfig.of(cfg)
     if cfg.decode is None:
         raise ValueError(f"cuda_kernel needs a config naming its decode, got {cfg!r}")
-    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks = cfg
+    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb = cfg
     decode = _CUDA_DECODE_ID[cfg.decode]
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}_{ks}_{flags}"
+    split = f"_{ks}" + (f"x{kb}" if kb > 1 else "")
+    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}{split}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {bsh}, {ks}>({_CUDA_ARGS});")
+            f"{decode}, {t[not probe]}, {bsh}, {ks}, {kb}>({_CUDA_ARGS});")
     bounds = f"{32 * warps * ks}, {minb}" if minb else f"{32 * warps * ks}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, CUDA_SRC + wrapper
@@ -1005,17 +1055,21 @@ def cuda_driver() -> _Driver:
 
 
 class _CudaLaunch:
-    """One configured launch: the kernel, its grid, and ctypes storage for its parameters;
-    a call sets the five pointers and launches (no allocation, no synchronisation)."""
+    """One configured launch: the kernel, its grid (x, y[, z]), and ctypes storage for its
+    parameters; a call sets the five pointers and launches (no allocation, no synchronisation).
+    ``scratch``: the K split's (part, cnt) tensors, kept alive here (None: null pointers)."""
 
-    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple):
-        self.fn, self.grid, self.threads = fn, grid, threads
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, scratch: tuple | None = None):
+        self.fn, self.grid, self.threads, self.scratch = fn, grid, threads, scratch
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
-        self.vals = [ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
-        self.params = (ctypes.c_void_p * 15)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
+        work = [ctypes.c_void_p(t.data_ptr() if scratch else None) for t in (scratch or (None, None))]
+        self.vals = ([ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
+                     + work)
+        self.params = (ctypes.c_void_p * 17)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
         self.launch = cuda_driver().launch
         u = ctypes.c_uint
-        self.args = (fn, u(grid[0]), u(grid[1]), u(1), u(threads), u(1), u(1), u(0), None, self.params, None)
+        z = grid[2] if len(grid) > 2 else 1
+        self.args = (fn, u(grid[0]), u(grid[1]), u(z), u(threads), u(1), u(1), u(0), None, self.params, None)
 
     def __call__(self, a, b, sfa, sfb, c) -> None:
         self.launch_ptrs(a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
@@ -1066,7 +1120,12 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
             cfg = cfg.with_decode(torch.cuda.get_device_capability(a.device))
         full = chunks % (cfg.lpr * cfg.u) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // cfg.rows, l), 32 * cfg.warps * cfg.ks, scalars)
+        scratch = None
+        if cfg.kb > 1:  # the K split's partial sums and arrival counters (zero; each launch leaves them zero)
+            scratch = (torch.empty(l * cfg.kb * m, dtype=torch.float32, device=a.device),
+                       torch.zeros(l * (m // cfg.rows), dtype=torch.int32, device=a.device))
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // cfg.rows, l, cfg.kb), 32 * cfg.warps * cfg.ks, scalars,
+                                              scratch)
     return run, 2 if plain else 4
 
 
@@ -1152,9 +1211,57 @@ CUDA_MEASURED = {
 }
 
 
+# The small-shape rule (_cuda_small), from a sweep of 1502 configs over 15 shapes of 20 KB to
+# 12.6 MB (the nine official test shapes among them) under the server's protocol on an H100
+# (2026-11-25, the kernel text first committed with this rule; benchmarks/RESULTS.md, "Small
+# shapes"). Such a call is a few DRAM round trips, not a long read: what wins is one step per row,
+# its b loads beside a's (pipe 2), one warp per block.
+_SMALL_U = 12  # most chunks per lane in one step: 9 won (2432x4608x2: 11.18 us, against 15.95 with
+# lpr 32, u 4 and a partial step); 16 lost to the K split (128x16384x1: 8.10 against 6.59 us)
+_SMALL_SPLIT_ROWS = 4  # K split over blocks below this many row groups per SM (128x16384x1 and
+# 256x16384x1: 1 and 2 per SM, the split 3.1x faster; 256x7168x1's 7 chunks per lane: no split, 6.10 against 6.46)
+_SMALL_RPT2_WARPS = 16  # two rows per lane from this many warps per SM, on steps of <= 2 chunks per lane
+# (4096x1024x1, 31 per SM: 5.95 against 6.75 us; 1024x2048x1, 8 per SM: 5.38 against 5.20)
+
+
+def _sm_count(capability: tuple) -> int:
+    """SMs of the current GPU where it has this capability, else of the usual GPU of it (H100: 132, B200: 148)."""
+    if torch.cuda.is_available():
+        dev = torch.cuda.current_device()
+        if torch.cuda.get_device_capability(dev) == tuple(capability):
+            return torch.cuda.get_device_properties(dev).multi_processor_count
+    return 148 if capability[0] == 10 else 132
+
+
+def _cuda_small(m: int, k: int, l: int, capability: tuple) -> CudaConfig:
+    """The config of a shape below the tuner's size (see _SMALL_U): lanes per row and chunks per
+    lane so that a row is one whole step where it can be; rows too long for that split over
+    blocks where row groups are few per SM; two rows per lane where warps are many and steps short."""
+    chunks, sms = k // 32, _sm_count(capability)
+    lpr = next((p for p in (32, 16, 8, 4, 2) if chunks % p == 0 and chunks // p <= _SMALL_U), 0)
+    kb = 1
+    if lpr:
+        u = chunks // lpr
+    else:
+        lpr = 32
+        while lpr > 2 and lpr > chunks:
+            lpr //= 2
+        per_lane = -(-chunks // lpr)
+        if m * l // (32 // lpr) < _SMALL_SPLIT_ROWS * sms:
+            kb = min(16, -(-per_lane // 2))
+            u = -(-per_lane // kb)
+        else:
+            u = -(-per_lane // -(-per_lane // 8))
+    rpt = 2 if u <= 2 and m * l // (32 // lpr) >= _SMALL_RPT2_WARPS * sms else 1
+    return CudaConfig(lpr, rpt, u, 1, cuda_default_decode(capability), v=1, pipe=2, kb=kb)
+
+
 def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> CudaConfig:
-    """The config for a shape no table names: the first family that fits the shape, else one
-    with fewer lanes per row (and chunks per lane) where rows are short; the GPU's decode."""
+    """The config for a shape no table names: below the tuner's size the small-shape rule
+    (_cuda_small); else the first family that fits the shape, else one with fewer lanes per
+    row (and chunks per lane) where rows are short; the GPU's decode."""
+    if _gemv_bytes(m, k, l) < _TUNE_MIN_BYTES:
+        return _cuda_small(m, k, l, capability)
     for fam in CUDA_FAMILIES:
         cfg = fam.with_decode(capability)
         if cfg.fits(m, k):
@@ -1197,6 +1304,9 @@ def cuda_compile_variants() -> list:
         for cap in ((9, 0), (10, 0)):
             cfgs.add(_cuda_default(128, k, 1, cap))
             cfgs.add(_cuda_default(7168, k, 4, cap))
+    for m, k, l in _SMALL_SHAPES:
+        for cap in ((9, 0), (10, 0)):
+            cfgs.add(_cuda_default(m, k, l, cap))
     return [(cfg, full, plain) for cfg in sorted(cfgs) for full in (True, False) for plain in (True, False)]
 
 
@@ -1836,6 +1946,9 @@ def _layout_problem(name: str, data) -> str:
 # The shapes whose candidate lists are kept (the benchmark shapes); other shapes tune over
 # the default family.
 TUNED_SHAPES = ((7168, 16384, 1), (4096, 7168, 8), (7168, 2048, 4))
+# The official test shapes (the server's task.yml), whose configs the compile checks build
+_SMALL_SHAPES = ((128, 256, 1), (128, 1536, 1), (128, 3072, 1), (256, 7168, 1), (2432, 4608, 2), (384, 7168, 2),
+                 (512, 512, 2), (512, 4096, 2), (512, 1536, 2))
 # Shapes moving fewer bytes than this are not tuned (the default config; timing candidates
 # would cost more than it could save).
 _TUNE_MIN_BYTES = 16 << 20

@@ -60,15 +60,20 @@ def _sass(cubin: bytes) -> str:
 
 
 def cuda_key(sub, cfg) -> str:
-    """The eleven fields of a cuda config, decode named, as a file-name stem."""
+    """The eleven fields of a cuda config, decode named, as a file-name stem (then any later
+    field that is not its default)."""
     if hasattr(cfg, "_fields"):  # a named config
         fields = list(cfg)
     else:  # positional (a file from before named configs): the fields it leaves out from its defaults
         shape = sub._CUDA_SHAPE
         fields = list(cfg) + list(shape)[len(cfg) - 5:]
         fields[4] = CUDA_DECODE_NAMES[fields[4]]
-    assert len(fields) == CUDA_FIELDS, cfg
-    return "-".join(str(x) for x in fields)
+    assert len(fields) >= CUDA_FIELDS, cfg
+    # fields added after the first eleven (kb) named only where not their default, so that the
+    # files of the kernels that existed before them keep their names
+    extra = [f"{n}{v}" for n, v in zip(sub.CudaConfig._fields[CUDA_FIELDS:], fields[CUDA_FIELDS:], strict=True)
+             if v != sub.CudaConfig._field_defaults[n]]
+    return "-".join([str(x) for x in fields[:CUDA_FIELDS]] + extra)
 
 
 def dump_cuda(sub, out: Path) -> int:

@@ -150,7 +150,8 @@ def test_pinned_config_and_candidates(monkeypatch):
 
 
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
-                                 (32, 2, 4, 4, 0, 1, 4, False), (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8)])
+                                 (32, 2, 4, 4, 0, 1, 4, False), (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8),
+                                 (32, 1, 1, 1, 2, 1, 2, 0, 0, 0, 1, 2)])
 @pytest.mark.parametrize("cpu_scales", [False, True])
 def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
@@ -159,8 +160,8 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     built, launched = [], []
 
     class FakeLaunch:
-        def __init__(self, fn, grid, threads, scalars):
-            built.append((fn, grid, threads, scalars))
+        def __init__(self, fn, grid, threads, scalars, scratch=None):
+            built.append((fn, grid, threads, scalars, scratch))
 
         def __call__(self, *ptrs):
             launched.append([p.data_ptr() for p in ptrs])
@@ -177,12 +178,20 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         data = data[:2] + (data[2].view(torch.uint8), data[3]) + data[4:]
     for _ in range(2):
         submission._cuda_run(data, m, k, l, cfg)
-    (name, grid, threads, scalars), = built
+    (name, grid, threads, scalars, scratch), = built
     cfg = submission.CudaConfig.of(cfg)
     decode = ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2").index(cfg.decode)  # the kernel name's number of it
     assert name.startswith(f"nvfp4_gemv_{cfg.lpr}_{cfg.rpt}_{cfg.u}_{cfg.warps}_{decode}_")
     assert name.endswith(f"_{int((k // 32) % (cfg.lpr * cfg.u) == 0)}{int(plain)}0")
-    assert grid == (m // cfg.rows, l) and threads == 32 * cfg.warps * cfg.ks  # K split: ks warps per row group
+    # K split: ks warps per row group, kb blocks (grid z) per row group
+    assert grid == (m // cfg.rows, l, cfg.kb) and threads == 32 * cfg.warps * cfg.ks
+    if cfg.kb == 1:
+        assert scratch is None
+    else:  # the blocks' partial sums (l * kb * m floats), one arrival counter per row group, zeroed
+        part, cnt = scratch
+        assert part.dtype == torch.float32 and part.numel() == l * cfg.kb * m
+        assert cnt.dtype == torch.int32 and cnt.numel() == l * m // cfg.rows and not cnt.any()
+        assert name.split("_")[-2].endswith(f"x{cfg.kb}")
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
     if plain:
@@ -459,6 +468,33 @@ def test_gpu_split_k_tiles(m, k, l, ks):
         reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
         assert not reasons, f"{cfg}: " + "\n".join(reasons)
         assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
+
+
+@requires_cuda
+@pytest.mark.parametrize("kb", (2, 3, 8))
+@pytest.mark.parametrize("m, k, l", [(128, 16384, 1), (256, 1088, 5), (384, 7168, 2)])
+def test_gpu_split_k_over_blocks(m, k, l, kb):
+    """K split over kb blocks per row group (partial sums reduced by the last block to arrive):
+    right on full-range data, bit-identical on repeat, and the arrival counters left at zero for
+    the next launch (1088 = 34 chunks: kb 3 and 8 leave parts short or idle); with ks too."""
+    data = _gen(m, k, l, 17, "full-range")
+    expected = _expected(data)
+    for tile in (submission.CudaConfig(lpr=32, rpt=1, u=1, warps=1, decode="dp4a-sr", v=1),
+                 submission.CudaConfig(lpr=8, rpt=2, u=2, warps=2, decode="dp4a-sr", v=1, pipe=0, minb=1),
+                 submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe=0, bsh=1, ks=2)):
+        cfg = tile._replace(kb=kb)
+        if not cfg.fits(m, k):
+            continue
+        outs = []
+        for _ in range(3):
+            data[6].fill_(float("nan"))
+            outs.append(_run(data, cfg).clone())
+        reasons = verbose_allclose(outs[0], expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+        assert not reasons, f"{cfg}: " + "\n".join(reasons)
+        for o in outs[1:]:
+            assert torch.equal(outs[0].view(torch.int16), o.view(torch.int16)), f"{cfg}: repeats differ"
+        scratch = [r.scratch for key, r in submission._CUDA_LAUNCH.items() if cfg in key]
+        assert scratch and all(not cnt.any() for _, cnt in scratch), f"{cfg}: counters not back to zero"
 
 
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
