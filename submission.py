@@ -1274,10 +1274,28 @@ def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> CudaCon
     return CudaConfig(lpr, 1, u, 4 if 4 * (32 // lpr) <= 128 else 2, cuda_default_decode(capability), v=1, minb=0)
 
 
+# The public B200 leaders' geometry per K, in this kernel's config space (their 32-byte loads of a
+# with L2 evict-first need a 32-byte-load tile this kernel does not have: the nearest flavour
+# here is load 0, ld.global.nc.L1::no_allocate; their threads per block and rows per block are
+# kept). Timed by the tuner on compute capability 10.x beside the kit's own candidates; never
+# measured on a B200 by the kit. From gau-nernst/gpu-mode-kernels, nvidia/nvfp4_gemv/
+# submission_v2h.py at aee9cda6b6444f774ce5eaee1ec1a5c84acaa521 ("v2h") and the first place's
+# code as BBuf/how-to-optim-algorithm-in-cuda, cuda-mode/Leaderboards, at
+# 1d341caa44f876ee2255d09ce40aaf3f213909f9 reproduces it ("rank1"); benchmarks/results/leaders-sm100a.md.
+CUDA_LEADERS = {
+    16384: (CudaConfig(lpr=32, rpt=1, u=2, warps=1, load=0, ks=8),  # v2h: 256 threads on 1 row, 32 B per thread
+            CudaConfig(lpr=32, rpt=1, u=4, warps=1, load=0, ks=4)),  # rank1: 128 threads on 1 row
+    7168: (CudaConfig(lpr=16, rpt=1, u=2, warps=1, load=0, ks=7),  # v2h: 224 threads on 2 rows, one load each
+           CudaConfig(lpr=32, rpt=1, u=7, warps=4, v=1, load=0)),  # rank1: 128 threads on 4 rows
+    2048: (CudaConfig(lpr=16, rpt=1, u=4, warps=4, load=0),),  # v2h and rank1: 128 threads on 8 rows
+}
+
+
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
     what won on any GPU model for this shape, the families; six that fit, and on compute
-    capability 10.x an integer decode too on the top three (which decode wins there is unmeasured)."""
+    capability 10.x an integer decode too on the top three (which decode wins there is unmeasured)
+    and the public leaders' geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
     cands = [_cuda_default(m, k, l, cap)]
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:4]]
@@ -1288,7 +1306,8 @@ def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     cands = [c for c in dict.fromkeys(cands) if c.fits(m, k)][:6]
     if cap[0] >= 10:
         cands += [c._replace(decode="dp4a-sr2" if c.bsh else "dp4a-sr") for c in cands[:3]]
-    return cands
+        cands += [c.with_decode(cap) for c in CUDA_LEADERS.get(k, ()) if c.fits(m, k)]
+    return list(dict.fromkeys(cands))
 
 
 def cuda_compile_variants() -> list:

@@ -149,6 +149,18 @@ def test_pinned_config_and_candidates(monkeypatch):
                 assert cfg.decode in ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2") and cfg.fits(m, k), cfg
 
 
+def test_b200_candidates_hold_the_leaders_geometry_for_each_benchmark_k():
+    """On compute capability 10.x the tuner also times the public leaders' threads and rows per
+    block for the benchmark shape's K (CUDA_LEADERS); on Hopper it does not."""
+    for m, k, l, _ in BENCHMARKS:
+        b200 = submission.BACKENDS["cuda"].candidates(m, k, l, (10, 0))
+        hopper = submission.BACKENDS["cuda"].candidates(m, k, l, (9, 0))
+        leaders = [c.with_decode((10, 0)) for c in submission.CUDA_LEADERS[k]]
+        assert leaders and all(c in b200 for c in leaders), (m, k, l)
+        assert not any(c.load == 0 and c in hopper for c in leaders)
+        assert len(b200) == len(set(b200))
+
+
 @pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
                                  (32, 2, 4, 4, 0, 1, 4, False), (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8),
                                  (32, 1, 1, 1, 2, 1, 2, 0, 0, 0, 1, 2)])
