@@ -209,6 +209,7 @@ class CudaConfig(NamedTuple):
     bsh: int = 0  # 1: b prepared once per warp and step through shared memory (lpr * u == 32)
     ks: int = 1  # K split in ks parts over ks warps of a block, summed in a fixed order
     kb: int = 1  # and each of those in kb parts over kb blocks, summed by the last block in a fixed order
+    bload: int = 0  # load flavour of b and its scales: 0 ld.global.nc, 1 with L1 and L2 evict-last priority
 
     def __repr__(self) -> str:
         """The canonical form: the four tile fields, then every field that is not its default."""
@@ -228,14 +229,16 @@ class CudaConfig(NamedTuple):
         """'' when the kernel can be built with this config (whatever the shape), else why not."""
         if (self.lpr not in (2, 4, 8, 16, 32) or self.rpt < 1 or self.u < 1 or not 1 <= self.warps <= 32
                 or (self.decode is not None and self.decode not in _CUDA_DECODE_ID) or self.v not in (1, 2)
-                or self.u % self.v or not 0 <= self.load <= 4 or self.pipe not in (0, 1, 2) or self.minb < 0
+                or self.u % self.v or not 0 <= self.load <= 5 or self.pipe not in (0, 1, 2) or self.minb < 0
+                or self.bload not in (0, 1)
                 or (self.pipe == 2 and self.bsh)
                 or self.bsh not in (0, 1) or (self.bsh and self.lpr * self.u != 32) or self.ks < 1
                 or self.warps * self.ks > 32 or not 1 <= self.kb <= 64):
             return (f"cuda needs lpr in 2, 4, 8, 16, 32; rpt, u >= 1; warps in 1..32; decode one of "
-                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-4; pipe 0, 1 or 2 (2: bsh 0); "
+                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-5; pipe 0, 1 or 2 (2: bsh 0); "
                     f"minb >= 0; "
-                    f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); kb in 1..64; got {self!r}")
+                    f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); kb in 1..64; bload 0 or 1; "
+                    f"got {self!r}")
         return ""
 
     def fits(self, m: int, k: int) -> bool:
@@ -320,42 +323,70 @@ struct __align__(16) Q { u32 w[4]; };
 // Loads of a and its scales (read once), by flavour LOAD (chosen by measurement:
 // benchmarks/NOTES.md, "Loads"): 0 ld.global.nc.L1::no_allocate, 1 plain ld.global, 2 ld.global.L1::evict_first,
 // 3 ld.global.cs (evict-first at every level), 4 ld.global.L1::no_allocate.L2::256B (a 256-byte
-// L2 prefetch).
+// L2 prefetch), 5 (below) L1 no-allocate with an L2 evict-first cache policy.
 #define LD_FLAVOURS(T, R, PTXT, OUTS, ...)                                                   \
   if (LOAD == 0) asm("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
   else if (LOAD == 1) asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
   else if (LOAD == 2) asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
   else if (LOAD == 3) asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
   else asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
+// Flavour 5: ld.global.L1::no_allocate.L2::cache_hint with an L2 evict-first policy (the L2
+// priority that 16-byte loads can carry: the .L2::evict_first qualifier needs 32-byte loads).
+// The policies are pure values (createpolicy), formed once per thread where the compiler hoists them.
+__device__ __forceinline__ unsigned long long l2_first() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ unsigned long long l2_last() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
 template <int LOAD>
 __device__ __forceinline__ Q ld_a(const unsigned char* p) {
   Q q;
-  LD_FLAVOURS(Q, "4", "v4.u32", "{%0, %1, %2, %3}",
-              "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p))
+  if (LOAD == 5) {
+    asm("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p), "l"(l2_first()));
+  } else {
+    LD_FLAVOURS(Q, "4", "v4.u32", "{%0, %1, %2, %3}",
+                "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p))
+  }
   return q;
 }
 template <int LOAD>
 __device__ __forceinline__ u32 ld_scales16(const unsigned char* p) {
   u16 v;
-  LD_FLAVOURS(u16, "1", "u16", "%0", "=h"(v) : "l"(p))
+  if (LOAD == 5) asm("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_first()));
+  else { LD_FLAVOURS(u16, "1", "u16", "%0", "=h"(v) : "l"(p)) }
   return v;
 }
 template <int LOAD>
 __device__ __forceinline__ u32 ld_scales32(const unsigned char* p) {
   u32 v;
-  LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p))
+  if (LOAD == 5) asm("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_first()));
+  else { LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p)) }
   return v;
 }
-// b and its scales are small and read by every row: plain cached loads.
+// b and its scales are small and read by every row: cached loads (BLOAD 0), or (BLOAD 1) the
+// same with an L1 evict-last priority and an L2 evict-last policy (kept while a passes through).
+template <int BLOAD>
 __device__ __forceinline__ Q ld_b(const unsigned char* p) {
   Q q;
-  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
+  if (BLOAD == 1)
+    asm("ld.global.nc.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p), "l"(l2_last()));
+  else
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
   return q;
 }
+template <int BLOAD>
 __device__ __forceinline__ u32 ld_b_scales(const unsigned char* p) {
   u16 v;
-  asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  if (BLOAD == 1) asm("ld.global.nc.L1::evict_last.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_last()));
+  else asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
 }
 
@@ -645,7 +676,7 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 }
 
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, int BSH, int KS, int KB>
+          bool PROBE, int BSH, int KS, int KB, int BLOAD>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -725,8 +756,8 @@ __device__ __forceinline__ void gemv_body(
     bq = Q{{0u, 0u, 0u, 0u}};
     sbv = 0u;
     if (FULL || ch < chunks) {
-      bq = ld_b(bstep + 16 * (i64)ch);
-      sbv = ld_b_scales(sbp + scale_col<PLAIN>(ch));
+      bq = ld_b<BLOAD>(bstep + 16 * (i64)ch);
+      sbv = ld_b_scales<BLOAD>(sbp + scale_col<PLAIN>(ch));
     }
   };
   auto prep_b = [&](const unsigned char* bstep, int ch, B& bc, u32& sb) {
@@ -897,14 +928,14 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     cfg = CudaConfig.of(cfg)
     if cfg.decode is None:
         raise ValueError(f"cuda_kernel needs a config naming its decode, got {cfg!r}")
-    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb = cfg
+    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb, bload = cfg
     decode = _CUDA_DECODE_ID[cfg.decode]
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    split = f"_{ks}" + (f"x{kb}" if kb > 1 else "")
+    split = f"_{ks}" + (f"x{kb}" if kb > 1 else "") + (f"b{bload}" if bload else "")
     name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}{split}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {bsh}, {ks}, {kb}>({_CUDA_ARGS});")
+            f"{decode}, {t[not probe]}, {bsh}, {ks}, {kb}, {bload}>({_CUDA_ARGS});")
     bounds = f"{32 * warps * ks}, {minb}" if minb else f"{32 * warps * ks}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, CUDA_SRC + wrapper

@@ -11,6 +11,7 @@ import types
 import pytest
 from conftest import HAS_CUDA, ROOT, requires_cuda
 
+import submission
 from benchmarks import bench_kernel, timing
 
 
@@ -132,7 +133,7 @@ def test_gpu_device_times_raises_host_bound_when_every_round_stalls():
 @pytest.mark.parametrize("text, words", [
     ('{"4096x7168x8": [[8, 2, 4, 1, 3, 0, 2, 0, 16, 1]]}', "4096x7168x8: cuda needs lpr in 2, 4, 8, 16, 32"),
     ('{"4096x7168x8": [[8, 2, 4, 1, 3, 1, 2, 0, 16, 1, 0]]}', "ks >= 1"),
-    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 12 numbers"),
+    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 13 numbers"),
     ('{"4096x7168x8": [{"lpr": 8, "rpt": 2, "u": 4, "warps": 1, "lanes": 2}]}', "unexpected keyword argument 'lanes'"),
     ('[1, 2]', "must hold {'MxKxL': [cuda config, ...]}"),
     ('{"4096x7168x8": [', "not a readable JSON file"),
@@ -174,3 +175,29 @@ def test_options_import_without_torch_and_nothing_reads_argv_at_import(tmp_path)
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing.py")], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.split() == ["True", "False"], proc.stderr
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without CUDA")
+def test_server_sweep_without_cuda_says_so_and_exits_2(capsys, tmp_path):
+    from benchmarks import server_sweep
+    assert server_sweep.main(["--grid", "loads", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("server_sweep.py needs a CUDA GPU")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("grid", ["small", "loads"])
+@pytest.mark.parametrize("cap, sms", [((9, 0), 132), ((10, 0), 148)], ids=["sm90", "sm100"])
+def test_server_sweep_grids_hold_only_configs_that_run_their_shape(grid, cap, sms):
+    """Every config of a sweep grid builds and fits its shape; the small grid starts with the
+    submission's own pick, the loads grid covers load 0-5 x bload 0-1 on each tile."""
+    from benchmarks import server_sweep
+    shapes, make = server_sweep.GRIDS[grid]
+    for m, k, l in shapes:
+        cfgs = make(m, k, l, cap, sms)
+        assert cfgs and len(cfgs) == len(set(cfgs))
+        assert all(c.problem() == "" and c.fits(m, k) for c in cfgs), (m, k, l)
+        if grid == "small":
+            assert cfgs[0] == submission._cuda_default(m, k, l, cap)
+        else:
+            tiles = {c._replace(load=0, bload=0) for c in cfgs}
+            assert len(cfgs) == 12 * len(tiles)

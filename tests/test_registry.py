@@ -171,15 +171,15 @@ def test_a_new_cuda_tuning_parameter_takes_the_config_type_and_the_kernel_templa
     edits = [  # (what, old, new): the whole edit
         ("the config type", "    ks: int = 1  # K split",
          "    toy: int = 0  # a new tuning parameter\n    ks: int = 1  # K split"),
-        ("the kernel template", "          bool PROBE, int BSH, int KS, int KB>",
-         "          bool PROBE, int BSH, int KS, int KB, int TOY = 0>"),
+        ("the kernel template", "          bool PROBE, int BSH, int KS, int KB, int BLOAD>",
+         "          bool PROBE, int BSH, int KS, int KB, int BLOAD, int TOY = 0>"),
         ("the kernel template's use", "  constexpr int RS = 32 / LPR;", "  constexpr int RS = 32 / LPR + 0 * TOY;"),
-        ("the instantiation", "    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb = cfg",
-         "    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, toy, ks, kb = cfg"),
+        ("the instantiation", "    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb, bload = cfg",
+         "    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, toy, ks, kb, bload = cfg"),
         ("the instantiation's name", '_{minb}_{bsh}{split}_{flags}"',
          "_{minb}_{bsh}{split}{'_t%d' % toy if toy else ''}_{flags}\""),
-        ("the instantiation's arguments", "{t[not probe]}, {bsh}, {ks}, {kb}>",
-         "{t[not probe]}, {bsh}, {ks}, {kb}, {toy}>"),
+        ("the instantiation's arguments", "{t[not probe]}, {bsh}, {ks}, {kb}, {bload}>",
+         "{t[not probe]}, {bsh}, {ks}, {kb}, {bload}, {toy}>"),
     ]
     text = TEXT
     for what, old, new in edits:

@@ -1,0 +1,184 @@
+"""Sweep cuda configs under the server's protocol (needs a CUDA GPU), interleaved.
+
+    python3 benchmarks/server_sweep.py --grid small --out DIR     # the small-shape rule's sweep
+    python3 benchmarks/server_sweep.py --grid loads --out DIR     # load flavours of a and b
+
+Every config of a shape is first checked against the exact reference on full-range data (c
+poisoned with NaN; a wrong one is reported and not timed), then all of them are timed in
+``--rounds`` rounds, each round calling every config once in an order that reverses from round
+to round, each call under the leaderboard's protocol (sync, the server's 4 GiB L2 clear, event,
+the kernel, event, sync): configs compared in one run see the same drift. Per config: mean and
+median µs. Kernels are compiled in parallel processes first (NVRTC needs no GPU).
+
+Grids:
+* ``small``: shapes of 20 KB to 12.6 MB (the official test shapes and six more), lanes per
+  row (the largest power of two up to 32 that the row's chunks allow, and half of it), chunks
+  per lane (2, 4, and the whole row in one step), warps per block 1/2/4, rows per lane 1/2, K
+  split over 1-16 blocks (where steps allow and the blocks stay under 8 per SM), pipe 1 and 2;
+  plus the config the submission picks. Also measured: the floor (an empty kernel under the same
+  protocol), a 1 GiB read's bandwidth, and the read ceiling of each shape's bytes under the
+  protocol (benchmarks/timing.py).
+* ``loads``: on the benchmark shapes, the H100 and H200 table entries and the first four
+  families that fit; on six small shapes, the submission's pick (and its v = 2 form); each with
+  load 0-5 (a and its scales) and bload 0-1 (b and its scales).
+
+Writes DIR/server_sweep_<grid>.json; prints the best configs per shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import quant  # noqa: E402
+import reference  # noqa: E402
+import submission as S  # noqa: E402
+from benchmarks import timing  # noqa: E402
+from utils import clear_l2_cache  # noqa: E402
+
+SMALL_SHAPES = [(128, 256, 1), (128, 1536, 1), (128, 3072, 1), (256, 7168, 1), (2432, 4608, 2), (384, 7168, 2),
+                (512, 512, 2), (512, 4096, 2), (512, 1536, 2), (128, 16384, 1), (256, 16384, 1), (1024, 7168, 1),
+                (128, 7168, 4), (1024, 2048, 1), (4096, 1024, 1)]
+BENCH_SHAPES = [(7168, 16384, 1), (4096, 7168, 8), (7168, 2048, 4)]
+LOAD_SMALL_SHAPES = [(256, 7168, 1), (2432, 4608, 2), (384, 7168, 2), (512, 4096, 2), (128, 16384, 1), (128, 3072, 1)]
+
+
+def small_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
+    chunks = k // 32
+    dec = S.cuda_default_decode(cap)
+    l0 = 32
+    while l0 > 2 and l0 > chunks:
+        l0 //= 2
+    out = [S._cuda_default(m, k, l, cap)]
+    for lpr in sorted({l0, max(2, l0 // 2)}):
+        for u in sorted({2, 4, min(-(-chunks // lpr), 16)}):
+            for warps in (1, 2, 4):
+                for kb in (1, 2, 4, 8, 16):
+                    for rpt in (1, 2):
+                        for pipe in (1, 2):
+                            c = S.CudaConfig(lpr, rpt, u, warps, dec, v=1, pipe=pipe, kb=kb)
+                            if c.problem() or not c.fits(m, k):
+                                continue
+                            if kb > 1 and (kb > -(-chunks // (lpr * u)) or (m // c.rows) * l * kb > 8 * sms):
+                                continue
+                            out.append(c)
+    return list(dict.fromkeys(out))
+
+
+def load_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
+    if (m, k, l) in BENCH_SHAPES:
+        base = [t[(m, k, l)]._replace(decode=None).with_decode(cap) for t in S.CUDA_MEASURED.values() if (m, k, l) in t]
+        base += [f.with_decode(cap) for f in S.CUDA_FAMILIES if f.fits(m, k)][:4]
+    else:
+        d = S._cuda_default(m, k, l, cap)
+        base = [d] + ([d._replace(v=2)] if d.u % 2 == 0 else [])
+    return list(dict.fromkeys(b._replace(load=ld, bload=bl) for b in dict.fromkeys(base)
+                              for ld in range(6) for bl in (0, 1)))
+
+
+GRIDS = {"small": (SMALL_SHAPES, small_grid), "loads": (BENCH_SHAPES + LOAD_SMALL_SHAPES, load_grid)}
+
+
+def _compile(job: tuple) -> tuple:
+    cfg, full, arch = job
+    name, source = S.cuda_kernel(cfg, full, True)
+    return name, S.cuda_compile(source, arch)
+
+
+def interleaved(cfgs: list, data, rounds: int) -> dict:
+    """{config: [µs per round]} under the leaderboard's protocol, the order reversing each round."""
+    times = {c: [] for c in cfgs}
+    for r in range(rounds):
+        for c in (cfgs if r % 2 == 0 else cfgs[::-1]):
+            torch.cuda.synchronize()
+            clear_l2_cache()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            S.run_backend("cuda", data, c)
+            end.record()
+            torch.cuda.synchronize()
+            times[c].append(start.elapsed_time(end) * 1e3)
+    return times
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 benchmarks/server_sweep.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--grid", choices=sorted(GRIDS), required=True)
+    ap.add_argument("--rounds", type=int, default=15, help="timed calls per config, interleaved (default %(default)s)")
+    ap.add_argument("--out", required=True, help="folder for server_sweep_<grid>.json")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("server_sweep.py needs a CUDA GPU; this machine has none", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda", 0)
+    cap = torch.cuda.get_device_capability(dev)
+    arch, sms = S.cuda_arch(cap), torch.cuda.get_device_properties(dev).multi_processor_count
+    shapes, grid = GRIDS[args.grid]
+    plan = {shape: grid(*shape, cap, sms) for shape in shapes}
+    jobs = {}
+    for (_m, k, _l), cfgs in plan.items():
+        for c in cfgs:
+            full = (k // 32) % (c.lpr * c.u) == 0
+            jobs[S.cuda_kernel(c, full, True)[0]] = (c, full, arch)
+    t0 = time.time()
+    with ProcessPoolExecutor(max(1, min(15, (os.cpu_count() or 2) - 1))) as ex:
+        cubins = dict(ex.map(_compile, jobs.values(), chunksize=4))
+    print(f"compiled {len(cubins)} kernels in {time.time() - t0:.1f} s", flush=True)
+    for name, cubin in cubins.items():
+        S._CUDA_FUNCS[(dev, arch, name)] = S.cuda_driver().function(cubin, name, dev)
+    floor = timing.bare_launch_floor(50)
+    big = timing.read_ceiling(1 << 30, 2, 10)
+    rec = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "grid": args.grid,
+           "rounds": args.rounds, "floor_us": statistics.median(floor), "read_bps": (1 << 30) / (big["us"] * 1e-6),
+           "shapes": {}}
+    print(f"floor {rec['floor_us']:.2f} us, read {rec['read_bps'] / 1e9:.0f} GB/s", flush=True)
+    for (m, k, l), cfgs in plan.items():
+        case = quant.fill(reference.generate_input(m, k, l, 7, device="cuda"), "full-range")
+        expected = reference.ref_kernel(case[:6] + (case[6].clone(),))
+        data = reference.generate_input(m, k, l, 11, device="cuda")
+        good, wrong = [], []
+        for c in cfgs:
+            case[6].fill_(float("nan"))
+            out = S.run_backend("cuda", case, c).clone()
+            again = S.run_backend("cuda", case, c)
+            if (torch.allclose(out.float(), expected.float(), rtol=reference.RTOL, atol=reference.ATOL)
+                    and torch.equal(out.view(torch.int16), again.view(torch.int16))):
+                good.append(c)
+            else:
+                wrong.append(repr(c))
+            S.run_backend("cuda", data, c)
+        times = interleaved(good, data, args.rounds)
+        rows = sorted(({"cfg": c._asdict(), "mean": statistics.mean(t), "median": statistics.median(t)}
+                       for c, t in times.items()), key=lambda r: r["mean"])
+        nbytes = timing.gemv_bytes(m, k, l)
+        entry = {"bytes": nbytes, "limit_us": rec["floor_us"] + nbytes / rec["read_bps"] * 1e6,
+                 "picked": repr(S._cuda_default(m, k, l, cap)), "rows": rows, "wrong": wrong}
+        if args.grid == "small":
+            entry["server_read_us"] = timing.read_ceiling_server(nbytes, 20)["us"]
+        rec["shapes"][f"{m}x{k}x{l}"] = entry
+        pick = next((r["mean"] for r in rows if repr(S.CudaConfig(**r["cfg"])) == entry["picked"]), float("nan"))
+        print(f"{m}x{k}x{l}: {nbytes / 1e6:.2f} MB, limit {entry['limit_us']:.2f} us"
+              + (f", read under the protocol {entry['server_read_us']:.2f}" if "server_read_us" in entry else "")
+              + f"; default {pick:.2f}; best " + "; ".join(f"{S.CudaConfig(**r['cfg'])!r} {r['mean']:.2f}"
+                                                           for r in rows[:3])
+              + (f"; WRONG {wrong}" if wrong else ""), flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"server_sweep_{args.grid}.json"
+    path.write_text(json.dumps(rec, indent=0))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0 if all(not e["wrong"] for e in rec["shapes"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
