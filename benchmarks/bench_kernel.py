@@ -345,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                 for c in grid:
                     us, s_us, bad = timed(backend_fn(name, c), sets, cases, args.reps, server=not args.no_server)
                     res.append({"backend": name, "cfg": as_json(c), "us": us, "ratio": ceil["us"] / us,
-                                "server_us": s_us, "server_ratio": sceil["us"] / s_us, "bad": bad})
+                                "server_us": s_us, "server_ratio": sceil["us"] / s_us, "bad": bad,
+                                "ceiling_policy": ceil["policy"], "server_ceiling_policy": sceil["policy"]})
                     print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}; server "
                           f"{s_us:.2f} us ratio {sceil['us'] / s_us:.3f}" + (f" WRONG {bad}" if bad else ""),
                           flush=True)
