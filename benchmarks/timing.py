@@ -127,12 +127,13 @@ def _clock_hz() -> float:
 
 class ReadPolicy(NamedTuple):
     """One load policy of the read kernel. Triton's own forms: ``cache_modifier`` and
-    ``eviction_policy`` of ``tl.load`` (Triton 3.9 emits, on sm_90a and sm_100a: '' ->
-    ``ld.global``, ``.cs`` / ``.cg`` -> ``ld.global.cs`` / ``.cg``, evict_first / evict_last ->
+    ``eviction_policy`` of ``tl.load`` (Triton 3.6 and 3.9 emit, on sm_90a and sm_100a: '' ->
+    ``ld.global``, ``.cg`` -> ``ld.global.cg``, evict_first / evict_last ->
     ``ld.global.L1::evict_first.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first``
     policy (likewise evict_last); a modifier and a policy together are refused by ptxas). Forms
-    Triton's ``tl.load`` has no words for (L1 no-allocate) are inline PTX: ``asm`` loads ``vec``
-    consecutive words from its pointer ($N: the pointer, $N+1: the mask as an int), outputs $0..."""
+    Triton's ``tl.load`` has no words for (L1 no-allocate; ``.cs``, which Triton 3.6 refuses) are
+    inline PTX: ``asm`` loads ``vec`` consecutive words from its pointer ($N: the pointer, $N+1:
+    the mask as an int), outputs $0..."""
     name: str
     cache_modifier: str = ""
     eviction_policy: str = ""
@@ -157,7 +158,8 @@ READ_POLICIES = (
     ReadPolicy("plain", ptx="ld.global.v2.b64"),
     ReadPolicy("evict_first", eviction_policy="evict_first", ptx="ld.global.L1::evict_first.L2::cache_hint.v2.b64"),
     ReadPolicy("evict_last", eviction_policy="evict_last", ptx="ld.global.L1::evict_last.L2::cache_hint.v2.b64"),
-    ReadPolicy("cs", cache_modifier=".cs", ptx="ld.global.cs.v2.b64"),
+    # inline PTX: Triton 3.6's tl.load refuses cache_modifier ".cs" (3.9 takes it)
+    ReadPolicy("cs", asm=_asm_load(2, "cs"), vec=2, ptx="ld.global.cs.v2.b64"),
     ReadPolicy("cg", cache_modifier=".cg", ptx="ld.global.cg.v2.b64"),
     # the cuda kernel's LOAD 0 (`ld.global.nc.L1::no_allocate`)
     ReadPolicy("nc_no_allocate", asm=_asm_load(2, "nc.L1::no_allocate"), vec=2,
