@@ -334,8 +334,9 @@ def record_text(pick: dict, others: dict, former) -> str:
     best = ranked[0]
     head = f"server {best['server_us']:.2f} us, clean {best['us']:.2f}"
     if best.get("server_ratio") and best.get("ratio"):
-        head += (f" (ceilings {best['server_ratio'] * best['server_us']:.2f} / "
-                 f"{best['ratio'] * best['us']:.2f})")
+        sp, cp = (f" {best[k]}" if best.get(k) else "" for k in ("server_ceiling_policy", "ceiling_policy"))
+        head += (f" (ceilings {best['server_ratio'] * best['server_us']:.2f}{sp} / "
+                 f"{best['ratio'] * best['us']:.2f}{cp})")
     wrong = sum(1 for r in pick["records"] if r.get("bad") and r["bad"] != ["probe"])
     parts = [head + f", the best of {len(ranked)} configs" + (f" ({wrong} more wrong)" if wrong else "")]
     if len(ranked) > 1:

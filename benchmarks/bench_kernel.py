@@ -8,10 +8,13 @@ benchmark shapes of shapes.json) and each kernel backend (cuda, triton):
      (bytes together well above the L2), events around each call, median of >= 20 (default
      40) calls; the same with the plain scales moved to the CPU (the kernel then reads the
      permuted scales), for the plain-vs-permuted comparison;
-  3. the read ceiling: a plain read of the same number of bytes (a + sfa + b row 0 + sfb row
-     0 + c), same protocol, in the same run (benchmarks/timing.py); ratio = ceiling / kernel;
-     then both again under the leaderboard's protocol ("server": the server's L2 clear before
-     each call, whose dirty lines are written back while the kernel reads; median of 20);
+  3. the read ceiling: a read of the same number of bytes (a + sfa + b row 0 + sfb row 0 +
+     c), same protocol, in the same run (benchmarks/timing.py), the fastest of its launch
+     shapes x load policies (plain, evict_first, .cs, no-allocate ...; the winner's shape and
+     policy are recorded, and each policy's best); ratio = ceiling / kernel; then both again
+     under the leaderboard's protocol ("server": the server's L2 clear before each call, whose
+     dirty lines are written back while the kernel reads; median of 20), the read's shapes x
+     policies raced again there (the fastest loads differ with a dirty L2);
   4. for custom_kernel (auto: the backend it races to): harness time (the leaderboard
      protocol: sync, clear L2, event, custom_kernel(data), event, sync) beside the
      bare-launch floor (same protocol, empty Triton kernel), and the host cost per call of
@@ -307,20 +310,23 @@ def main(argv: list[str] | None = None) -> int:
     wanted = args.backends.split(",") if args.backends else [
         n for n, b in sub.BACKENDS.items() if b.races and b.config is not None]
     names = [n for n in wanted if n and sub.backend_support(dev)[n][0]]
-    rows, sweeps = [], {}
+    rows, sweeps, ceilings = [], {}, {}
     for s in picks:
         m, k, l, seed = s["m"], s["k"], s["l"], s["seed"]
         shape = f"{m}x{k}x{l}"
         nbytes = timing.gemv_bytes(m, k, l)
         ceil = timing.read_ceiling(nbytes, N_SETS, args.reps)
-        sceil = {"us": float("nan")} if args.no_server else timing.read_ceiling_server(nbytes, SERVER_REPS)
+        sceil = ({"us": float("nan"), "shape": (), "policy": "", "by_policy": {}} if args.no_server
+                 else timing.read_ceiling_server(nbytes, SERVER_REPS))
+        ceilings[shape] = ceiling_record(ceil, sceil)
         sets = [reference.generate_input(m, k, l, seed + i, device="cuda") for i in range(N_SETS)]
         cpu_sets = [with_cpu_scales(d) for d in sets]
         cases = check_cases(m, k, l, seed)
         cpu_cases = [(dist, with_cpu_scales(d), e) for dist, d, e in cases]
         print(f"== {shape}: {nbytes / 1e6:.2f} MB, read ceiling {ceil['us']:.2f} us "
-              f"({nbytes / ceil['us'] / 1e3:.0f} GB/s) launch {ceil['shape']}; under the server's protocol "
-              f"{sceil['us']:.2f} us", flush=True)
+              f"({nbytes / ceil['us'] / 1e3:.0f} GB/s) {timing.policy_text(ceil)}; under the server's protocol "
+              f"{sceil['us']:.2f} us" + (f" {timing.policy_text(sceil)}" if sceil["policy"] else ""), flush=True)
+        print("   read per policy (clean; server): " + policy_line(ceilings[shape]), flush=True)
         for name in names:
             t0 = time.perf_counter()
             try:
@@ -339,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                 for c in grid:
                     us, s_us, bad = timed(backend_fn(name, c), sets, cases, args.reps, server=not args.no_server)
                     res.append({"backend": name, "cfg": as_json(c), "us": us, "ratio": ceil["us"] / us,
-                                "server_us": s_us, "server_ratio": sceil["us"] / s_us, "bad": bad})
+                                "server_us": s_us, "server_ratio": sceil["us"] / s_us, "bad": bad,
+                                "ceiling_policy": ceil["policy"], "server_ceiling_policy": sceil["policy"]})
                     print(f"   sweep {shape} {name} {c}: {us:.2f} us ratio {ceil['us'] / us:.3f}; server "
                           f"{s_us:.2f} us ratio {sceil['us'] / s_us:.3f}" + (f" WRONG {bad}" if bad else ""),
                           flush=True)
@@ -359,9 +366,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"   {shape} {name}: {model}'s config {other}: {o_us:.2f} us"
                           + (f" WRONG {o_bad}" if o_bad else ""), flush=True)
             row = {"shape": shape, "backend": name, "config": as_json(cfg), "pick_s": pick_s, "bytes": nbytes,
-                   "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]), "kernel_us": us,
+                   "ceiling_us": ceil["us"], "ceiling_launch": list(ceil["shape"]),
+                   "ceiling_policy": ceil["policy"], "kernel_us": us,
                    "ratio": ceil["us"] / us, "permuted_us": us_perm, "permuted_ratio": ceil["us"] / us_perm,
                    "server_us": s_us, "server_ceiling_us": sceil["us"], "server_ratio": sceil["us"] / s_us,
+                   "server_ceiling_launch": list(sceil["shape"]), "server_ceiling_policy": sceil["policy"],
                    "sol_b200_us": s.get("sol_us"), "other_gpu_configs": others}
             if bad or bad_perm:
                 row["wrong"] = bad + bad_perm
@@ -385,8 +394,9 @@ def main(argv: list[str] | None = None) -> int:
               f"host/call {host:.1f} us (bare Triton launch {bare_host:.1f})" + (f" WRONG {bad}" if bad else ""),
               flush=True)
     print_table(info, rows)
-    write_outputs(args, {"info": info, "command": command, "rows": rows, "sweeps": sweeps},
-                  md_lines(info, rows, command))
+    print("\n".join([""] + ceiling_lines(ceilings)))
+    write_outputs(args, {"info": info, "command": command, "rows": rows, "sweeps": sweeps, "ceilings": ceilings},
+                  md_lines(info, rows, command) + ceiling_lines(ceilings) + [""])
     return 0 if all("wrong" not in r for r in rows) else 1
 
 
@@ -398,6 +408,54 @@ def write_outputs(args, record: dict, lines: list) -> None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text())
             print(f"wrote {what}: {path}", file=sys.stderr)
+
+
+def ceiling_record(ceil: dict, sceil: dict) -> dict:
+    """The JSON record of one shape's read ceilings (timing.best_read's dicts, clean and under
+    the server's protocol): the winner's µs, launch and policy, each policy's best, refusals."""
+    def one(c):
+        return {"us": c["us"], "launch": list(c.get("shape", ())), "policy": c.get("policy", ""),
+                "by_policy": {p: {"us": v["us"], "launch": list(v["shape"])}
+                              for p, v in c.get("by_policy", {}).items()},
+                "errors": c.get("errors", {})}
+    return {"clean": one(ceil), "server": one(sceil)}
+
+
+def policy_line(rec: dict) -> str:
+    """'plain 25.41; 28.10, cs 25.40; 27.95, ...' for a ceiling_record."""
+    clean, server = rec["clean"]["by_policy"], rec["server"]["by_policy"]
+    cells = []
+    for p in dict.fromkeys([*clean, *server]):
+        c = f"{clean[p]['us']:.2f}" if p in clean else "-"
+        s = f"{server[p]['us']:.2f}" if p in server else "-"
+        cells.append(f"{p} {c}; {s}")
+    return ", ".join(cells)
+
+
+def ceiling_lines(ceilings: dict) -> list[str]:
+    """Markdown: the read's best µs per load policy and shape, clean and under the server's
+    protocol (each at its own fastest launch shape); the winners of each shape marked *."""
+    if not ceilings:
+        return []
+    policies = list(dict.fromkeys(p for rec in ceilings.values() for kind in ("clean", "server")
+                                  for p in rec[kind]["by_policy"]))
+    out = ["## Read ceiling per load policy", "",
+           "Median µs of the read at the policy's fastest launch shape: clean (rotating sets); server "
+           "protocol. * marks the ceiling (the fastest policy) of each column.", "",
+           "| load policy | " + " | ".join(f"{s} clean | {s} server" for s in ceilings) + " |",
+           "|---|" + "---|---|" * len(ceilings)]
+    for p in policies:
+        cells = []
+        for rec in ceilings.values():
+            for kind in ("clean", "server"):
+                v = rec[kind]["by_policy"].get(p)
+                cells.append("-" if v is None else f"{v['us']:.2f}" + (" *" if rec[kind]["policy"] == p else ""))
+        out.append(f"| {p} | " + " | ".join(cells) + " |")
+    errors = {(s, kind, p): e for s, rec in ceilings.items() for kind in ("clean", "server")
+              for p, e in rec[kind]["errors"].items()}
+    for (s, kind, p), e in errors.items():
+        out += ["", f"{s} {kind}: {p} not timed ({e})"]
+    return out
 
 
 def table_lines(info, rows) -> list[str]:
@@ -413,10 +471,12 @@ def table_lines(info, rows) -> list[str]:
                        f"{r['harness_us']:.2f} ({r['floor_us']:.2f}) | {r['host_us']:.1f} ({r['bare_host_us']:.1f}) "
                        "| |")
         else:
-            server = (f"{r['server_us']:.2f} ({r['server_ceiling_us']:.2f}, {r['server_ratio']:.3f})"
+            policy = f" {r['server_ceiling_policy']}" if r.get("server_ceiling_policy") else ""
+            clean = f" {r['ceiling_policy']}" if r.get("ceiling_policy") else ""
+            server = (f"{r['server_us']:.2f} ({r['server_ceiling_us']:.2f}{policy}, {r['server_ratio']:.3f})"
                       if "server_us" in r else "")
             out.append(f"| {r['shape']} | {r['backend']} {config_text(r['config'])} | {r['kernel_us']:.2f} | "
-                       f"{r['ceiling_us']:.2f} | {r['ratio']:.3f} | {r['permuted_us']:.2f} | | | {server} |")
+                       f"{r['ceiling_us']:.2f}{clean} | {r['ratio']:.3f} | {r['permuted_us']:.2f} | | | {server} |")
     return out
 
 
@@ -434,11 +494,13 @@ def md_lines(info, rows, command) -> list:
         f"torch {info['torch']}, triton {info['triton']}.", "",
         f"Command (on a CUDA machine, from the repository root): `{command}`", "",
         "Kernel: device time, L2 cold (8 rotating input sets, events per call, median of the calls). "
-        "Read ceiling: the same protocol around a plain read of the same bytes (a + sfa + b row 0 + "
-        "sfb row 0 + c). Harness: the leaderboard protocol (sync, clear L2, event, custom_kernel, event, "
-        "sync), host time included; the floor is that protocol around an empty Triton kernel. Server "
+        "Read ceiling: the same protocol around a read of the same bytes (a + sfa + b row 0 + "
+        "sfb row 0 + c), the fastest of its launch shapes x load policies (table below). Harness: the "
+        "leaderboard protocol (sync, clear L2, event, custom_kernel, event, sync), host time included; "
+        "the floor is that protocol around an empty Triton kernel. Server "
         "protocol: the kernel (and the read) alone under that protocol, median of 20: the clear leaves "
-        "the L2 full of dirty lines whose write-back shares the DRAM with the call. Host µs/call: CPU "
+        "the L2 full of dirty lines whose write-back shares the DRAM with the call; its read ceiling is the "
+        "fastest shape x policy under that protocol. Host µs/call: CPU "
         "time per call without sync, custom_kernel and a bare Triton launch in 7 alternating rounds of "
         "200 calls, medians.", "",
     ] + table_lines(info, rows) + [""]

@@ -5,10 +5,11 @@ profiler (needs a CUDA GPU), e.g. on a machine where Nsight Compute reads counte
         --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \\
         python3 benchmarks/profile_one.py --shape 4096x7168x8 --backend cuda --config 16,4,2,2,2
 
-``--backend read`` runs the read ceiling's kernel instead (benchmarks/timing.py: a plain
-streaming read of the shape's bytes, launch shape 1024 x 1 iteration x 4 warps, the one
-that won every ceiling on the H100 and H200), to profile beside the kernel
-(``--kernel-name regex:_read_kernel``). ``--sms N`` runs on a green context of N SMs (the
+``--backend read`` runs the read ceiling's kernel instead (benchmarks/timing.py: a streaming
+read of the shape's bytes, launch shape 1024 x 1 iteration x 4 warps, the one that won every
+ceiling on the H100 and H200 in the kept logs; its loads by ``--read-policy``, a name of
+timing.READ_POLICIES, default evict_first: the read's only loads before it had policies), to
+profile beside the kernel (``--kernel-name regex:_read_kernel``). ``--sms N`` runs on a green context of N SMs (the
 SM-pressure point of benchmarks/bench_kernel.py --sms). ``--server-l2`` clears the L2 before
 every call as the leaderboard's harness does (utils.clear_l2_cache: the L2 is left full of dirty
 lines); profile it with ``--cache-control none --replay-mode application`` so that every pass
@@ -37,6 +38,8 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="4096x7168x8", help="MxKxL")
     ap.add_argument("--backend", default="cuda", help="cuda, triton, or read (the read ceiling's kernel)")
+    ap.add_argument("--read-policy", default="evict_first", choices=list(timing.POLICY),
+                    help="load policy of --backend read (timing.READ_POLICIES)")
     ap.add_argument("--config", default="", help="comma-separated config (default: the backend's pick)")
     ap.add_argument("--calls", type=int, default=6, help="calls to make")
     ap.add_argument("--sms", type=int, default=0, help="run on a green context of this many SMs (0: all)")
@@ -54,7 +57,7 @@ def main() -> int:
     m, k, l = (int(x) for x in args.shape.split("x"))
     if args.backend == "read":
         buf = timing.make_read_buffers(timing.gemv_bytes(m, k, l), 1)[0]
-        call = lambda: timing.read_launch(buf, 1024, 1, 4)  # noqa: E731
+        call = lambda: timing.read_launch(buf, 1024, 1, 4, args.read_policy)  # noqa: E731
     else:
         cfg = args.config or None  # fields by name or by position (the backend's config type reads it)
         data = reference.generate_input(m, k, l, 1, device="cuda")

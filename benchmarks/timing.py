@@ -4,16 +4,18 @@
   cycle through ``len(sets)`` input sets whose bytes together exceed the L2 several times,
   each call bracketed by its own pair of CUDA events, launched back to back (no host sync in
   between), so what is timed is the device work of that call.
-* ``read_ceiling``: the same protocol around a plain read of N bytes per set (16-byte
-  loads, a reduction, one word written per program): the bandwidth ceiling a memory-bound
-  kernel moving N bytes can hope for, measured in the same run. Several launch shapes are
-  tried and the fastest kept.
+* ``read_ceiling``: the same protocol around a read of N bytes per set (16-byte loads, a
+  reduction, one word written per program): the bandwidth ceiling a memory-bound kernel moving
+  N bytes can hope for, measured in the same run. Every launch shape of READ_SHAPES is tried
+  with every load policy of READ_POLICIES (plain, evict_first, evict_last, .cs, .cg, L1
+  no-allocate forms) and the fastest pair kept; the result names the shape and the policy and
+  gives each policy's best (``best_read``).
 * ``harness_times``: the competition protocol per call: synchronize, clear the L2 (the
   server's 4 GiB write), event, ``fn(data)``, event, synchronize. Host time of the Python call
   counts here, as it does on the leaderboard (in practice it hides behind the clear's
   milliseconds of device work). The clear leaves the L2 full of dirty lines: their write-back
   shares the DRAM with the timed call, which ``device_times`` (clean rotation) does not see.
-* ``read_ceiling_server``: the read ceiling under that protocol.
+* ``read_ceiling_server``: the read ceiling under that protocol, over the same shapes x policies.
 * ``bare_launch_floor``: the harness protocol around the launch of an empty Triton kernel:
   the smallest time that protocol can report for any one-launch Triton kernel.
 * ``host_cost``: host (CPU) microseconds per call of a function, no synchronisation;
@@ -24,9 +26,10 @@ All times are microseconds. Medians unless named otherwise.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import triton
@@ -115,19 +118,110 @@ def _clock_hz() -> float:
 
 
 # --------------------------------------------------------------------------- read ceiling
+# The read is timed with several load policies (the cache qualifiers of its loads), and the
+# fastest is the ceiling: after the server's L2 clear the L2 is full of dirty lines, and which
+# loads cost least there is not which cost least with a clean L2 (on the H100 plain loads lose
+# 11-13% there to `.cs` / `L1::evict_first`, kit 2bc31c0, 2026-11-25), so a ceiling read with
+# one policy is unfair to a kernel that loads with another.
+
+
+class ReadPolicy(NamedTuple):
+    """One load policy of the read kernel. Triton's own forms: ``cache_modifier`` and
+    ``eviction_policy`` of ``tl.load`` (Triton 3.6 and 3.9 emit, on sm_90a and sm_100a: '' ->
+    ``ld.global``, ``.cg`` -> ``ld.global.cg``, evict_first / evict_last ->
+    ``ld.global.L1::evict_first.L2::cache_hint`` with a ``createpolicy.fractional.L2::evict_first``
+    policy (likewise evict_last); a modifier and a policy together are refused by ptxas). Forms
+    Triton's ``tl.load`` has no words for (L1 no-allocate; ``.cs``, which Triton 3.6 refuses) are
+    inline PTX: ``asm`` loads ``vec`` consecutive words from its pointer ($N: the pointer, $N+1:
+    the mask as an int), outputs $0..."""
+    name: str
+    cache_modifier: str = ""
+    eviction_policy: str = ""
+    asm: str = ""
+    vec: int = 1  # words (8 bytes) per asm load: 2 = 16-byte loads (as tl.load's), 4 = 32-byte (sm_100a)
+    min_cc: tuple = (0, 0)  # the lowest compute capability whose ptxas takes the load
+    ptx: str = ""  # the load instruction the policy emits (checked by tests/test_read_policies.py)
+
+
+def _asm_load(vec: int, qualifiers: str, policy: str = "") -> str:
+    """Inline PTX: ``vec`` 8-byte words from [$vec] into $0..$vec-1, zeros where the mask
+    ($vec+1) is 0; ``policy`` names an L2 ``createpolicy`` for an ``L2::cache_hint`` operand."""
+    outs = ", ".join(f"${i}" for i in range(vec))
+    zero = " ".join(f"mov.b64 ${i}, 0;" for i in range(vec))
+    make = f" .reg .b64 q; createpolicy.fractional.L2::{policy}.b64 q, 1.0;" if policy else ""
+    hint = ", q" if policy else ""
+    return (f"{{ .reg .pred p;{make} setp.ne.b32 p, ${vec + 1}, 0; {zero} "
+            f"@p ld.global.{qualifiers}.v{vec}.b64 {{{outs}}}, [${vec}]{hint}; }}")
+
+
+READ_POLICIES = (
+    ReadPolicy("plain", ptx="ld.global.v2.b64"),
+    ReadPolicy("evict_first", eviction_policy="evict_first", ptx="ld.global.L1::evict_first.L2::cache_hint.v2.b64"),
+    ReadPolicy("evict_last", eviction_policy="evict_last", ptx="ld.global.L1::evict_last.L2::cache_hint.v2.b64"),
+    # inline PTX: Triton 3.6's tl.load refuses cache_modifier ".cs" (3.9 takes it)
+    ReadPolicy("cs", asm=_asm_load(2, "cs"), vec=2, ptx="ld.global.cs.v2.b64"),
+    ReadPolicy("cg", cache_modifier=".cg", ptx="ld.global.cg.v2.b64"),
+    # the cuda kernel's LOAD 0 (`ld.global.nc.L1::no_allocate`)
+    ReadPolicy("nc_no_allocate", asm=_asm_load(2, "nc.L1::no_allocate"), vec=2,
+               ptx="ld.global.nc.L1::no_allocate.v2.b64"),
+    # the public B200 leaders' `L1::no_allocate.L2::evict_first` in the form 16-byte loads can
+    # take (the L2 priority as a cache_hint operand: ptxas takes the qualifier on 32-byte loads only)
+    ReadPolicy("no_allocate_l2_evict_first", asm=_asm_load(2, "L1::no_allocate.L2::cache_hint", "evict_first"),
+               vec=2, ptx="ld.global.L1::no_allocate.L2::cache_hint.v2.b64"),
+    # the leaders' form itself: 32-byte loads, sm_100a and later (SASS LDG.E.NA.EFL2.256)
+    ReadPolicy("no_allocate_l2_evict_first_256", asm=_asm_load(4, "L1::no_allocate.L2::evict_first"), vec=4,
+               min_cc=(10, 0), ptx="ld.global.L1::no_allocate.L2::evict_first.v4.b64"),
+)
+POLICY = {p.name: p for p in READ_POLICIES}
+
+
+def read_policies(capability: tuple | None = None) -> tuple:
+    """The policies this GPU's ptxas takes (all of them for ``capability`` None)."""
+    return tuple(p for p in READ_POLICIES if capability is None or tuple(capability) >= p.min_cc)
+
 
 @triton.jit
-def _read_kernel(src, out, n_words, BLOCK: tl.constexpr, ITERS: tl.constexpr):
-    """Each program reads ITERS * BLOCK consecutive uint64 words (16-byte loads by pairs) and
-    writes one word: their xor (keeps the loads alive)."""
+def _read_kernel(src, out, n_words, BLOCK: tl.constexpr, ITERS: tl.constexpr, CM: tl.constexpr,
+                 EP: tl.constexpr, ASM: tl.constexpr, VEC: tl.constexpr):
+    """Each program reads ITERS * BLOCK consecutive uint64 words (16-byte loads by pairs, or
+    VEC words per inline-PTX load ASM) and writes one word: their xor (keeps the loads alive).
+    ASM '' with VEC > 1 loads the same words with plain tl.load (Triton's interpreter, which
+    runs no PTX)."""
     pid = tl.program_id(0)
     base = pid.to(tl.int64) * (BLOCK * ITERS)
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], dtype=tl.uint64)
-    for i in tl.static_range(ITERS):
-        idx = base + i * BLOCK + offs
-        acc ^= tl.load(src + idx, mask=idx < n_words, other=0, eviction_policy="evict_first")
+    if VEC == 1:
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.uint64)
+        for i in tl.static_range(ITERS):
+            idx = base + i * BLOCK + offs
+            acc ^= tl.load(src + idx, mask=idx < n_words, other=0, cache_modifier=CM, eviction_policy=EP)
+    else:
+        offs = VEC * tl.arange(0, BLOCK // VEC)
+        acc = tl.zeros([BLOCK // VEC], dtype=tl.uint64)
+        for i in tl.static_range(ITERS):
+            idx = base + i * BLOCK + offs
+            acc ^= _load_words(src + idx, idx < n_words, ASM, VEC)
     tl.store(out + pid, tl.reduce(acc, 0, _xor))
+
+
+@triton.jit
+def _load_words(ptr, mask, ASM: tl.constexpr, VEC: tl.constexpr):
+    """The xor of the VEC words at each ``ptr`` (n_words is a multiple of 16, so a word group
+    is all in or all out)."""
+    if ASM == "":
+        acc = tl.load(ptr, mask=mask, other=0)
+        for j in tl.static_range(1, VEC):
+            acc ^= tl.load(ptr + j, mask=mask, other=0)
+    elif VEC == 2:
+        w0, w1 = tl.inline_asm_elementwise(ASM, "=l,=l,l,r", [ptr, mask.to(tl.int32)],
+                                           dtype=(tl.uint64, tl.uint64), is_pure=True, pack=1)
+        acc = w0 ^ w1
+    else:
+        w0, w1, w2, w3 = tl.inline_asm_elementwise(ASM, "=l,=l,=l,=l,l,r", [ptr, mask.to(tl.int32)],
+                                                   dtype=(tl.uint64, tl.uint64, tl.uint64, tl.uint64),
+                                                   is_pure=True, pack=1)
+        acc = w0 ^ w1 ^ w2 ^ w3
+    return acc
 
 
 @triton.jit
@@ -135,7 +229,12 @@ def _xor(a, b):
     return a ^ b
 
 
-READ_SHAPES = ((1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 1, 8), (1024, 8, 4), (2048, 4, 8))
+# (BLOCK words, ITERS, warps). Six shapes before the load policies came; the four kept are the
+# two that won every ceiling in the kept logs ((1024, 1, 4) on all three benchmark shapes,
+# (4096, 1, 8) on 7168x16384x1 once: benchmarks/results/gpu-run-h100.log) and one longer
+# stretch per warp count. Dropped, to keep shapes x policies near four times the old cost:
+# (1024, 8, 4) and (2048, 4, 8), the longest stretches per program, never seen winning.
+READ_SHAPES = ((1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 1, 8))
 
 
 def make_read_buffers(nbytes: int, n_sets: int, device="cuda") -> list:
@@ -150,32 +249,102 @@ def make_read_buffers(nbytes: int, n_sets: int, device="cuda") -> list:
     return bufs
 
 
-def read_launch(buf, block: int, iters: int, warps: int) -> None:
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def read_launch(buf, block: int, iters: int, warps: int, policy: str = "plain") -> None:
+    """One read of ``buf`` (src, out) with launch shape (block, iters, warps) and load
+    ``policy`` (a name of READ_POLICIES)."""
     src, out = buf
     n = src.numel()
-    _read_kernel[(triton.cdiv(n, block * iters),)](src, out, n, BLOCK=block, ITERS=iters, num_warps=warps)
+    p = POLICY[policy]
+    _read_kernel[(triton.cdiv(n, block * iters),)](
+        src, out, n, BLOCK=block, ITERS=iters, CM=p.cache_modifier, EP=p.eviction_policy,
+        ASM="" if _interpreting() else p.asm, VEC=p.vec, num_warps=warps)
 
 
-def read_ceiling(nbytes: int, n_sets: int = 8, reps: int = 40, shapes=READ_SHAPES, bufs=None) -> dict:
-    """Fastest median device time (µs) of reading ``nbytes`` per call over rotating sets, and
-    the launch shape that gave it. Returns {"us", "shape", "all": {shape: us}}."""
+def best_read(times: dict, errors: dict | None = None) -> dict:
+    """The ceiling of per-(shape, policy) median µs ``times`` ({(shape, policy): µs}; nan or
+    missing where a combination could not be timed): {"us", "shape", "policy" of the fastest,
+    "by_policy": {policy: {"us", "shape"}} (each policy's fastest shape, in READ_POLICIES
+    order), "all": times, "errors": errors}. Raises RuntimeError when nothing was timed."""
+    ok = {key: us for key, us in times.items() if us == us and us > 0}
+    if not ok:
+        raise RuntimeError("no read ceiling: no launch shape and load policy could be timed"
+                           + (f" ({'; '.join(f'{k}: {v}' for k, v in (errors or {}).items())})" if errors else ""))
+    best = min(ok, key=ok.get)
+    by_policy = {}
+    order = [p.name for p in READ_POLICIES] + sorted({pol for _, pol in ok} - set(POLICY))
+    for pol in order:
+        mine = {shape: us for (shape, q), us in ok.items() if q == pol}
+        if mine:
+            shape = min(mine, key=mine.get)
+            by_policy[pol] = {"us": mine[shape], "shape": shape}
+    return {"us": ok[best], "shape": best[0], "policy": best[1], "by_policy": by_policy, "all": times,
+            "errors": dict(errors or {})}
+
+
+def _policies_here(policies) -> tuple:
+    if policies is not None:
+        return tuple(policies)
+    return tuple(p.name for p in read_policies(torch.cuda.get_device_capability()))
+
+
+def _time_grid(timer: Callable, shapes, policies) -> dict:
+    """best_read over shapes x policies, ``timer(launch)`` -> median µs; a policy that does not
+    build or run here is recorded in "errors" (its first failure) and not tried again."""
+    times, errors = {}, {}
+    for pol in _policies_here(policies):
+        for shape in shapes:
+            if pol in errors:
+                break
+            try:
+                times[(tuple(shape), pol)] = timer(lambda b, s=tuple(shape), q=pol: read_launch(b, *s, q))
+            except Exception as exc:  # noqa: BLE001 - a refused policy is a note, not the end of the run
+                errors[pol] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return best_read(times, errors)
+
+
+def read_ceiling(nbytes: int, n_sets: int = 8, reps: int = 40, shapes=READ_SHAPES, bufs=None,
+                 policies=None) -> dict:
+    """Fastest median device time (µs) of reading ``nbytes`` per call over rotating sets, over
+    launch shapes x load policies (``policies`` None: every one of READ_POLICIES this GPU takes).
+    Returns best_read's dict: {"us", "shape", "policy", "by_policy", "all", "errors"}."""
     bufs = bufs or make_read_buffers(nbytes, n_sets)
-    res = {}
-    for block, iters, warps in shapes:
-        res[(block, iters, warps)] = median(device_times(
-            lambda b, bl=block, it=iters, w=warps: read_launch(b, bl, it, w), bufs, reps))
-    best = min(res, key=res.get)
-    return {"us": res[best], "shape": best, "all": res}
+    return _time_grid(lambda fn: median(device_times(fn, bufs, reps)), shapes, policies)
 
 
-def read_ceiling_server(nbytes: int, reps: int = 20, shapes=READ_SHAPES, buf=None) -> dict:
+def read_ceiling_server(nbytes: int, reps: int = 20, shapes=READ_SHAPES, buf=None, policies=None) -> dict:
     """The read ceiling under the leaderboard's protocol (``harness_times``: the server's L2
     clear before each call leaves the L2 full of dirty lines, whose write-back competes with
-    the read): fastest median µs over the launch shapes. Returns {"us", "shape"}."""
+    the read): fastest median µs over launch shapes x load policies. Returns best_read's dict."""
     buf = buf or make_read_buffers(nbytes, 1)[0]
-    res = {shape: median(harness_times(lambda b, s=shape: read_launch(b, *s), buf, reps)) for shape in shapes}
-    best = min(res, key=res.get)
-    return {"us": res[best], "shape": best}
+    return _time_grid(lambda fn: median(harness_times(fn, buf, reps)), shapes, policies)
+
+
+def read_kernel_ptx(policy: str, arch: int, shape=READ_SHAPES[0]) -> str:
+    """The PTX of the read kernel with ``policy`` and launch ``shape`` compiled for ``cuda:arch``
+    (90: sm_90a, 100: sm_100a) without a GPU; TRITON_INTERPRET must be unset. Raises what
+    Triton or ptxas raise (a policy the target's ptxas refuses)."""
+    from triton.backends.compiler import GPUTarget
+    if _interpreting():
+        raise RuntimeError("TRITON_INTERPRET=1: the read kernel is an interpreter function here")
+    p = POLICY[policy]
+    block, iters, warps = shape
+    sig = {"src": "*u64", "out": "*u64", "n_words": "i32", "BLOCK": "constexpr", "ITERS": "constexpr",
+           "CM": "constexpr", "EP": "constexpr", "ASM": "constexpr", "VEC": "constexpr"}
+    consts = {"BLOCK": block, "ITERS": iters, "CM": p.cache_modifier, "EP": p.eviction_policy, "ASM": p.asm,
+              "VEC": p.vec}
+    div16 = [["tt.divisibility", 16]]
+    src = triton.compiler.ASTSource(fn=_read_kernel, signature=sig, constexprs=consts,
+                                    attrs={(0,): div16, (1,): div16, (2,): div16})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps}).asm["ptx"]
+
+
+def policy_text(res: dict) -> str:
+    """'launch (1024, 1, 4), cs' for a ceiling of best_read."""
+    return f"launch {tuple(res['shape'])}, {res['policy']}"
 
 
 # --------------------------------------------------------------------------- harness protocol

@@ -366,3 +366,10 @@ def test_fixtures_are_bench_kernels_format():
             for r in recs:
                 assert r["backend"] == backend and {"cfg", "us", "ratio", "bad"} <= set(r)
                 assert "server_us" in r or r["bad"] == ["probe"]
+
+
+def test_the_record_names_the_load_policy_of_each_ceiling_where_the_sweep_has_it():
+    best = {**record((16, 2, 2, 2), 10.0, 11.0), "server_ratio": 0.9, "ratio": 0.88,
+            "server_ceiling_policy": "cs", "ceiling_policy": "plain"}
+    text = apply_table.record_text({"ranked": [best], "records": [best]}, {}, None)
+    assert text.startswith("server 11.00 us, clean 10.00 (ceilings 9.90 cs / 8.80 plain), the best of 1 configs")

@@ -61,6 +61,35 @@ def test_table_rows_name_backend_and_config():
     assert "WRONG" in lines[4]
 
 
+def test_rows_and_the_policy_table_name_each_ceilings_load_policy():
+    """The kernel row names the policy of each ceiling; the per-policy table gives every policy's
+    best per shape, clean and server, marks each column's winner and lists refused policies."""
+    a, b = (1024, 1, 4), (2048, 2, 8)
+    clean = timing.best_read({(a, "plain"): 25.5, (b, "cs"): 25.4, (a, "evict_first"): 25.6})
+    server = timing.best_read({(a, "plain"): 28.4, (a, "cs"): 27.9, (b, "evict_first"): 27.8},
+                              {"nc_no_allocate": "RuntimeError: refused"})
+    rec = bench_kernel.ceiling_record(clean, server)
+    assert rec["clean"] == {"us": 25.4, "launch": [2048, 2, 8], "policy": "cs", "errors": {},
+                            "by_policy": {"plain": {"us": 25.5, "launch": [1024, 1, 4]},
+                                          "evict_first": {"us": 25.6, "launch": [1024, 1, 4]},
+                                          "cs": {"us": 25.4, "launch": [2048, 2, 8]}}}
+    assert rec["server"]["policy"] == "evict_first"
+    assert rec["server"]["errors"] == {"nc_no_allocate": "RuntimeError: refused"}
+    assert bench_kernel.policy_line(rec) == "plain 25.50; 28.40, evict_first 25.60; 27.80, cs 25.40; 27.90"
+    lines = bench_kernel.ceiling_lines({"7168x2048x4": rec})
+    assert lines[4] == "| load policy | 7168x2048x4 clean | 7168x2048x4 server |"
+    assert lines[6:9] == ["| plain | 25.50 | 28.40 |", "| evict_first | 25.60 | 27.80 * |", "| cs | 25.40 * | 27.90 |"]
+    assert lines[-1] == "7168x2048x4 server: nc_no_allocate not timed (RuntimeError: refused)"
+    kernel = {"shape": "7168x2048x4", "backend": "cuda", "config": [16, 2, 2, 2, 2], "kernel_us": 20.0,
+              "ceiling_us": 25.4, "ceiling_policy": "cs", "ratio": 1.27, "permuted_us": 21.0, "server_us": 28.0,
+              "server_ceiling_us": 27.8, "server_ceiling_policy": "evict_first", "server_ratio": 0.993}
+    row = bench_kernel.table_lines({}, [kernel])[2]
+    assert "| 25.40 cs | 1.270 |" in row and "| 28.00 (27.80 evict_first, 0.993) |" in row
+    # a --no-server run: no server ceiling, no per-policy server cells
+    none = bench_kernel.ceiling_record(clean, {"us": float("nan"), "shape": (), "policy": "", "by_policy": {}})
+    assert bench_kernel.ceiling_lines({"s": none})[6] == "| plain | 25.50 | - |"
+
+
 def _script(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -240,21 +240,30 @@ def test_cuda_timer_retries_a_blocked_queue_then_reports_host_bound(monkeypatch)
         timer.measure(lambda s: None, [0])
 
 
-def test_cuda_timer_ceiling_uses_read_ceiling_and_its_launch_shape(monkeypatch):
-    launched = []
+def test_cuda_timer_ceiling_takes_each_times_own_fastest_shape_and_policy(monkeypatch):
+    """Device time: timing.read_ceiling's best (shape x policy); harness time:
+    timing.read_ceiling_server's best on the first buffer, not the device winner re-timed."""
+    calls = []
     monkeypatch.setattr(compare.timing, "make_read_buffers", lambda nbytes, n: [f"buf{i}" for i in range(n)])
     monkeypatch.setattr(compare.timing, "read_ceiling",
-                        lambda nbytes, n, reps, bufs: {"us": 12.5, "shape": (2048, 2, 8), "all": {}})
-    monkeypatch.setattr(compare.timing, "read_launch", lambda b, *shape: launched.append((b, shape)))
-
-    def harness_times(fn, data, reps, warmup):
-        fn(data)
-        return [20.0] * reps
-
-    monkeypatch.setattr(compare.timing, "harness_times", harness_times)
+                        lambda nbytes, n, reps, bufs: calls.append(("clean", reps, bufs)) or
+                        {"us": 12.5, "shape": (2048, 2, 8), "policy": "plain", "by_policy": {}})
+    monkeypatch.setattr(compare.timing, "read_ceiling_server",
+                        lambda nbytes, reps, buf: calls.append(("server", reps, buf)) or
+                        {"us": 20.0, "shape": (1024, 1, 4), "policy": "cs", "by_policy": {}})
     res = compare.CudaTimer(reps=40, harness_reps=20).ceiling(1000, 3)
-    assert res["device_us"] == 12.5 and res["harness_us"] == 20.0 and res["device_runs"] == 40
-    assert launched == [("buf0", (2048, 2, 8))] and "(2048, 2, 8)" in res["detail"]
+    assert calls == [("clean", 40, ["buf0", "buf1", "buf2"]), ("server", 20, "buf0")]
+    assert res["device_us"] == 12.5 and res["harness_us"] == 20.0
+    assert res["device_runs"] == 40 and res["harness_runs"] == 20
+    assert res["detail"] == "device: launch (2048, 2, 8), plain; harness: launch (1024, 1, 4), cs"
+
+
+def test_the_report_names_each_shapes_ceiling_policy():
+    rows = [compare.Row(shape="256x512x1", m=256, k=512, l=1, strategy="ceiling", status="ok", device_us=10.0,
+                        harness_us=12.0, detail="device: launch (1024, 1, 4), plain; harness: launch (1024, 1, 4), cs")]
+    text = compare.format_report({}, compare.derive(rows), compare.geomeans(rows))
+    assert ("- read ceiling on 256x512x1: device: launch (1024, 1, 4), plain; harness: launch (1024, 1, 4), cs"
+            in text.splitlines())
 
 
 # --------------------------------------------------------------------------- ratios, geomeans

@@ -241,7 +241,8 @@ def test_the_tools_list_the_registrys_backends():
 def test_the_public_surface_is_listed_and_the_tools_keep_to_it():
     """Every name the module docstring lists as public exists; the tools (benchmarks/,
     modal_app.py) reach no private name of submission.py and assign to none of its names
-    (sass_dump.py reads one private name of files from before named configs, said where)."""
+    (sass_dump.py reads one private name of files from before named configs, said where; floor.py
+    launches an empty kernel with the cuda backend's private parameter list and launch object)."""
     surface = TEXT.split("Public surface", 1)[1].split('"""', 1)[0]
     listed = re.findall(r"``(\w+)``", surface)
     assert len(listed) >= 25 and all(hasattr(submission, name) for name in listed), listed
@@ -251,5 +252,7 @@ def test_the_public_surface_is_listed_and_the_tools_keep_to_it():
         private = re.findall(r"\b(?:submission|sub|mod|kit_submission)\._\w+", text)
         if path.name == "sass_dump.py":
             private = [p for p in private if p != "sub._CUDA_SHAPE"]
+        if path.name == "floor.py":  # times the cuda backend's own parameter list and launch object, empty
+            private = [p for p in private if p.split(".")[1] not in ("_CUDA_PARAMS", "_CudaLaunch")]
         assert not private, (path.name, private)
         assert not re.search(r"setattr\((?:submission|sub|mod)\b|\b(?:submission|sub)\.\w+\s*=[^=]", text), path.name
