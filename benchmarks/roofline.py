@@ -57,7 +57,7 @@ TARGET_BYTES = 1_000_000
 TARGETS = {"large": 1.3, "small": 1.5}
 
 # (M, K, L), in order of bytes moved (timing.gemv_bytes: 20 KB to 453 MB, successive shapes
-# 1.1x to 2.0x apart). Small M with long K (128x16384x1, 128x16384x8, 256x7168x1, 256x16384x2),
+# at most 2.01x apart). Small M with long K (128x16384x1, 128x16384x8, 256x7168x1, 256x16384x2),
 # large M with short K (16384x256x1, 16384x512x4, 16384x1536x8, 1024x256x1), square-ish between.
 GRID = (
     (128, 256, 1), (128, 512, 1), (128, 1024, 1), (1024, 256, 1), (384, 1024, 1), (128, 4096, 1),
