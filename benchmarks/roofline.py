@@ -159,11 +159,14 @@ def measure(args, argv: list) -> int:
                 res["wrong"] = bad
         try:
             bad = bk.check(sub.custom_kernel, cases)
-            row["auto"]["backend"] = bk.backend_that_ran(m, k, l)
             if not bad:
                 row["auto"].update(_stats(timing.harness_times(sub.custom_kernel, data, args.reps), lim))
         except Exception as exc:  # noqa: BLE001 - recorded as the backends' are
             bad = [f"{type(exc).__name__}: {str(exc)[:300]}"]
+        try:
+            row["auto"]["backend"] = bk.backend_that_ran(m, k, l)
+        except Exception as exc:  # noqa: BLE001 - e.g. a submission whose select_backend raises here
+            row["auto"]["backend"] = f"unknown ({type(exc).__name__})"
         if bad:
             row["auto"]["wrong"] = bad
         rows.append(row)
@@ -251,13 +254,15 @@ def summary(record: dict) -> dict:
 
 def summary_lines(record: dict) -> list:
     s = record.get("summary") or summary(record)
-    out = [f"- {name}: geomean {s[name]['geomean_ratio']:.2f}x limit over {s[name]['timed']} shapes"
+    out = [f"- {name}: " + (f"geomean {s[name]['geomean_ratio']:.2f}x limit over {s[name]['timed']} shapes"
+                            if s[name]["timed"] else "no shape timed")
            + (f", {s[name]['wrong']} wrong" if s[name]["wrong"] else "") for name in series_names(record)]
     t = s["tests_auto"]
-    out.append(f"- auto on the official test shapes: geomean of means {t['geomean_mean_us']:.2f} µs; "
-               f"{t['within_target']} of {t['timed']} timed within target ({TARGETS['large']}x limit from "
-               f"{TARGET_BYTES / 1e6:g} MB, {TARGETS['small']}x below)"
-               + (f"; over: {', '.join(t['over_target'])}" if t["over_target"] else ""))
+    if t["timed"]:
+        out.append(f"- auto on the official test shapes: geomean of means {t['geomean_mean_us']:.2f} µs; "
+                   f"{t['within_target']} of {t['timed']} timed within target ({TARGETS['large']}x limit from "
+                   f"{TARGET_BYTES / 1e6:g} MB, {TARGETS['small']}x below)"
+                   + (f"; over: {', '.join(t['over_target'])}" if t["over_target"] else ""))
     return out
 
 

@@ -246,3 +246,77 @@ def test_roofline_without_cuda_says_so_in_one_line_and_exits_2(capsys, monkeypat
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and err.err.startswith("bench_kernel.py needs a CUDA GPU")
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the run, on a stand-in GPU
+
+def test_measure_records_times_wrong_results_and_auto_on_a_stand_in_gpu(monkeypatch, tmp_path, capsys):
+    """measure()'s plumbing on the CPU: a stand-in submission (cuda right, triton wrong by one
+    row, custom_kernel right) and stand-in timers (each call run once, then fixed times); the
+    record has the limits from the stand-in floor and bandwidth, mean and median, WRONG where
+    wrong, auto's backend; the JSON, markdown and plot are written; the exit status is 1."""
+    import types
+
+    import quant
+
+    def exact(d):
+        return reference.ref_kernel(d[:6] + (d[6].clone(),))
+
+    def wrong(d):
+        out = exact(d)
+        out[0] += 1
+        return out
+
+    runs = {"cuda": exact, "triton": wrong}
+    fake = types.SimpleNamespace(
+        BACKENDS={n: types.SimpleNamespace(races=True, config=object) for n in runs},
+        backend_support=lambda dev: {n: (True, "") for n in runs},
+        config_for=lambda name, data, m, k, l: (8, 2),
+        run_backend=lambda name, data, cfg=None: runs[name](data),
+        custom_kernel=exact, select_backend=lambda dev: "cuda")
+    monkeypatch.setattr(bench_kernel, "submission", fake)
+    monkeypatch.setattr(bench_kernel.torch.cuda, "synchronize", lambda: None)  # check() waits for the GPU
+    monkeypatch.setattr(bench_kernel, "env_info", lambda: {"device": "stand-in", "capability": [9, 0], "sms": 1})
+    monkeypatch.setattr(bench_kernel, "check_cases", lambda m, k, l, seed: [
+        (dist, data, exact(data)) for dist in ("official", "full-range")
+        for data in [quant.fill(reference.generate_input(m, k, l, seed, device="cpu"), dist)]])
+    monkeypatch.setattr(timing, "bare_launch_floor", lambda: [3.0, 2.0, 4.0])
+    monkeypatch.setattr(timing, "read_ceiling", lambda nbytes, n_sets, reps: {"us": nbytes / 2.5e6,
+                                                                              "shape": (1024, 4, 4)})
+    calls = []
+
+    def harness(fn, data, reps):
+        fn(data)
+        calls.append(reps)
+        return [4.0, 5.0, 9.0]  # mean 6, median 5
+
+    monkeypatch.setattr(timing, "harness_times", harness)
+    monkeypatch.setattr(roofline, "GRID", ((128, 256, 1), (256, 512, 2)))
+    paths = {n: tmp_path / f"r.{n}" for n in ("json", "md", "png")}
+    argv = ["--roofline", "--roofline-shapes", "grid", "--reps", "3", "--json", str(paths["json"]),
+            "--md", str(paths["md"])]
+    try:
+        import matplotlib  # noqa: F401
+        argv += ["--plot", str(paths["png"])]
+    except ImportError:
+        del paths["png"]
+    args = bench_kernel.parse_args(argv)
+    assert roofline.measure(args, argv) == 1
+    record = json.loads(paths["json"].read_text())
+    assert record["floor_us"] == 3.0 and record["read"]["bytes_per_us"] == 2.5e6
+    assert record["backends"] == ["cuda", "triton"]
+    assert calls == [3, 3, 3, 3]  # cuda and auto per shape; triton was wrong, so not timed
+    for row, (m, k, l) in zip(record["rows"], roofline.GRID, strict=True):
+        lim = 3.0 + timing.gemv_bytes(m, k, l) / 2.5e6
+        assert row["shape"] == f"{m}x{k}x{l}" and row["limit_us"] == lim
+        assert row["backends"]["cuda"] == {"config": [8, 2], "mean_us": 6.0, "median_us": 5.0, "ratio": 6.0 / lim,
+                                           "median_ratio": 5.0 / lim, "n": 3}
+        assert row["backends"]["triton"]["config"] == [8, 2] and "mean_us" not in row["backends"]["triton"]
+        assert all(w.startswith(("official: ", "full-range: ")) for w in row["backends"]["triton"]["wrong"])
+        assert row["auto"]["backend"] == "cuda" and row["auto"]["mean_us"] == 6.0
+    assert record["summary"]["triton"]["wrong"] == 2
+    assert "| 128x256x1 | grid, test |" not in paths["md"].read_text()  # grid only: no official tag
+    assert "| 128x256x1 | grid | 0.0188 |" in paths["md"].read_text()
+    if "png" in paths:
+        assert paths["png"].read_bytes()[:8] == PNG_MAGIC
+    assert "| 256x512x2 | grid |" in capsys.readouterr().out
