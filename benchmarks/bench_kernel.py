@@ -29,6 +29,7 @@ Usage (repository root):
   python3 benchmarks/bench_kernel.py --sweep               # also time candidate configs
   python3 benchmarks/bench_kernel.py --md benchmarks/RESULTS.md --json out.json
   python3 benchmarks/bench_kernel.py --sms auto            # SM pressure: whole GPU, then a B200's bytes per SM
+  python3 benchmarks/bench_kernel.py --roofline --json r.json --md r.md --plot r.png  # benchmarks/roofline.py
 
 SM pressure (--sms): a B200 moves about twice an H100's bytes per second per SM, so a kernel
 that keeps up at full H100 width can be issue-bound on a B200. --sms N,... reruns the kernel
@@ -231,6 +232,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.sms_points = sms_points(args.sms)
         except ValueError as exc:
             ap.error(f"--sms {args.sms}: {exc}")
+    if args.roofline:
+        clash = [f"--{n.replace('_', '-')}" for n in ("sweep", "probes", "grid", "sms", "no_server")
+                 if getattr(args, n)] + (["--shapes"] if args.shapes != ap.get_default("shapes") else [])
+        if clash:
+            ap.error(f"--roofline times its own shapes (--roofline-shapes) under the leaderboard's protocol: "
+                     f"not with {', '.join(clash)}")
+        if args.plot:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                ap.error("--plot needs matplotlib (python3 -m pip install matplotlib)")
+    elif args.plot or args.roofline_shapes != ap.get_default("roofline_shapes"):
+        ap.error("--plot and --roofline-shapes go with --roofline")
     if args.submission:
         load(args.submission)
     args.grid_configs = {}
@@ -293,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
               "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
+    if args.roofline:
+        from benchmarks import roofline
+        return roofline.measure(args, argv)
     if args.sms and args.sms_child < 0:
         return sms_main(args, argv)
     command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)

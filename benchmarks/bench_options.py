@@ -15,6 +15,7 @@ import eval as ev  # noqa: E402  the shape sets (eval.py imports no torch at the
 
 DESCRIPTION = "Kernel benchmark of submission.py against the read ceiling (needs a CUDA GPU)."
 DEFAULT_REPS = 40
+ROOFLINE_SHAPES = ("grid", "tests", "both")  # --roofline-shapes (benchmarks/roofline.py's shapes())
 
 
 def build_parser(parser_class=argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -26,7 +27,8 @@ def build_parser(parser_class=argparse.ArgumentParser) -> argparse.ArgumentParse
     ap.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
                     help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
     ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
-                    help="timed calls per shape for the device time (median; default %(default)s)")
+                    help="timed calls per shape for the device time (median; default %(default)s); with "
+                         "--roofline: calls per shape and series under the leaderboard's protocol")
     ap.add_argument("--sweep", action="store_true",
                     help="also time every candidate config of each backend (cuda: a wider grid) and the cuda "
                          "kernel's loads-only probe (minutes)")
@@ -53,6 +55,19 @@ def build_parser(parser_class=argparse.ArgumentParser) -> argparse.ArgumentParse
     ap.add_argument("--no-server", action="store_true",
                     help="skip the server-protocol timings and custom_kernel's harness rows (faster; --sms "
                          "children always skip them)")
+    ap.add_argument("--roofline", action="store_true",
+                    help="the roofline view (benchmarks/roofline.py): per shape of a grid over M, K, L and the "
+                         "official shapes, each backend's and custom_kernel's time under the leaderboard's "
+                         "protocol against floor + bytes / read bandwidth, both measured in the same run; a "
+                         "table, and with --json, --md, --plot the record, a page and a PNG (--backends, "
+                         "--reps, --submission apply; not with --shapes, --sweep, --probes, --grid, --sms, "
+                         "--no-server)")
+    ap.add_argument("--roofline-shapes", choices=ROOFLINE_SHAPES, default="both",
+                    help="with --roofline: grid (M 128-16384, K 256-16384, L 1-8), tests (shapes.json's test "
+                         "and benchmark shapes) or both (default)")
+    ap.add_argument("--plot", metavar="PATH", default="",
+                    help="with --roofline: also write the plot (PNG, needs matplotlib) to PATH; "
+                         "python3 -m benchmarks.roofline --plot-from JSON --out PNG redraws it from --json's record")
     ap.add_argument("--sms-child", type=int, default=-1, help=argparse.SUPPRESS)  # internal: run on N SMs
     return ap
 
