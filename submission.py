@@ -54,8 +54,8 @@ config choice, first-use verification, tuner, race), which names no backend.
 Public surface (what the kit's tools use; everything else may change without notice):
 ``custom_kernel``, ``select_backend``, ``backend_support``, ``run_backend``, ``check_inputs``,
 ``config_for``, ``BACKENDS``, ``Backend``, ``register``, ``TUNED_SHAPES``, ``DECODES``; cuda:
-``CudaConfig``, ``CUDA_MEASURED``, ``CUDA_FAMILIES``, ``CudaBuildError``, ``cuda_arch``,
-``cuda_kernel``, ``cuda_compile``, ``cuda_compile_variants``, ``cuda_default_decode``,
+``CudaConfig``, ``CUDA_MEASURED``, ``CUDA_FAMILIES``, ``CUDA_LEADERS``, ``CudaBuildError``,
+``cuda_arch``, ``cuda_grid``, ``cuda_kernel``, ``cuda_compile``, ``cuda_compile_variants``, ``cuda_default_decode``,
 ``cuda_probe``, ``cuda_driver``, ``find_nvrtc``, ``nvrtc_version``, ``nvrtc_candidates``;
 triton: ``TritonConfig``, ``TRITON_MEASURED``, ``triton_configs``, ``triton_launch``.
 """
@@ -210,6 +210,7 @@ class CudaConfig(NamedTuple):
     ks: int = 1  # K split in ks parts over ks warps of a block, summed in a fixed order
     kb: int = 1  # and each of those in kb parts over kb blocks, summed by the last block in a fixed order
     bload: int = 0  # load flavour of b and its scales: 0 ld.global.nc, 1 with L1 and L2 evict-last priority
+    gs: int = 0  # 0: a block per row group; > 0: a grid of gs blocks per SM walking the row groups (ks = kb = 1)
 
     def __repr__(self) -> str:
         """The canonical form: the four tile fields, then every field that is not its default."""
@@ -230,7 +231,7 @@ class CudaConfig(NamedTuple):
         if (self.lpr not in (2, 4, 8, 16, 32) or self.rpt < 1 or self.u < 1 or not 1 <= self.warps <= 32
                 or (self.decode is not None and self.decode not in _CUDA_DECODE_ID) or self.v not in (1, 2)
                 or self.u % self.v or not 0 <= self.load <= 5 or self.pipe not in (0, 1, 2) or self.minb < 0
-                or self.bload not in (0, 1)
+                or self.bload not in (0, 1) or not 0 <= self.gs <= 32 or (self.gs and (self.ks > 1 or self.kb > 1))
                 or (self.pipe == 2 and self.bsh)
                 or self.bsh not in (0, 1) or (self.bsh and self.lpr * self.u != 32) or self.ks < 1
                 or self.warps * self.ks > 32 or not 1 <= self.kb <= 64):
@@ -238,7 +239,7 @@ class CudaConfig(NamedTuple):
                     f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-5; pipe 0, 1 or 2 (2: bsh 0); "
                     f"minb >= 0; "
                     f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); kb in 1..64; bload 0 or 1; "
-                    f"got {self!r}")
+                    f"gs 0..32 (> 0: ks = kb = 1); got {self!r}")
         return ""
 
     def fits(self, m: int, k: int) -> bool:
@@ -385,7 +386,8 @@ __device__ __forceinline__ Q ld_b(const unsigned char* p) {
 template <int BLOAD>
 __device__ __forceinline__ u32 ld_b_scales(const unsigned char* p) {
   u16 v;
-  if (BLOAD == 1) asm("ld.global.nc.L1::evict_last.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_last()));
+  if (BLOAD == 1)
+    asm("ld.global.nc.L1::evict_last.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_last()));
   else asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
 }
@@ -681,7 +683,7 @@ __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
     u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
-    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, float* __restrict__ part, u32* __restrict__ cnt) {
+    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, float* __restrict__ part, u32* __restrict__ cnt, int bx) {
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
@@ -702,7 +704,7 @@ __device__ __forceinline__ void gemv_body(
   // KB > 1: K is split in KB * KS parts over the KB blocks blockIdx.z of a row group (see the end).
   const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5;
   const int rw = warp % WARPS, kp = warp / WARPS;
-  const int row0 = blockIdx.x * BROWS + rw * RS * RPT + lane / LPR;
+  const int row0 = bx * BROWS + rw * RS * RPT + lane / LPR;  // bx: the block's row group
   const i64 bi = blockIdx.y;
   const int nsteps = (chunks + STEP - 1) / STEP;
   constexpr int NP = KS * KB;
@@ -900,12 +902,13 @@ __device__ __forceinline__ void gemv_body(
 # strides a_row, a_batch, b_batch (bytes), sfa_row, sfa_batch, sfb_batch (bytes; rows only
 # for the plain layout), c_row, c_batch (elements), zero (always 0; see the kernel), then for
 # kb > 1 the K split's scratch (part: l * kb * m floats; cnt: l * m / rows counters, zero before
-# the first launch and left zero by each); null otherwise.
+# the first launch and left zero by each); null otherwise; groups = M / rows (the row groups,
+# which a grid-stride launch, gs > 0, walks).
 _CUDA_PARAMS = ("const unsigned char* __restrict__ a, const unsigned char* __restrict__ b, "
                 "const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb, "
                 "u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, "
                 "i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, float* __restrict__ part, "
-                "u32* __restrict__ cnt")
+                "u32* __restrict__ cnt, int groups")
 _CUDA_ARGS = "a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero, part, cnt"
 
 
@@ -928,14 +931,18 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     cfg = CudaConfig.of(cfg)
     if cfg.decode is None:
         raise ValueError(f"cuda_kernel needs a config naming its decode, got {cfg!r}")
-    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb, bload = cfg
+    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb, bload, gs = cfg
     decode = _CUDA_DECODE_ID[cfg.decode]
     flags = f"{int(full)}{int(plain)}{int(probe)}"
-    split = f"_{ks}" + (f"x{kb}" if kb > 1 else "") + (f"b{bload}" if bload else "")
+    split = f"_{ks}" + (f"x{kb}" if kb > 1 else "") + (f"b{bload}" if bload else "") + ("g" if gs else "")
     name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}{split}_{flags}"
     t = "true", "false"
     body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {bsh}, {ks}, {kb}, {bload}>({_CUDA_ARGS});")
+            f"{decode}, {t[not probe]}, {bsh}, {ks}, {kb}, {bload}>({_CUDA_ARGS}, bx);")
+    if gs:  # grid-stride: the launch's gs blocks per SM walk the row groups
+        body = f"for (int bx = blockIdx.x; bx < groups; bx += gridDim.x) {body}"
+    else:
+        body = f"const int bx = blockIdx.x; {body}"
     bounds = f"{32 * warps * ks}, {minb}" if minb else f"{32 * warps * ks}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, CUDA_SRC + wrapper
@@ -1088,15 +1095,18 @@ def cuda_driver() -> _Driver:
 class _CudaLaunch:
     """One configured launch: the kernel, its grid (x, y[, z]), and ctypes storage for its
     parameters; a call sets the five pointers and launches (no allocation, no synchronisation).
-    ``scratch``: the K split's (part, cnt) tensors, kept alive here (None: null pointers)."""
+    ``scratch``: the K split's (part, cnt) tensors, kept alive here (None: null pointers);
+    ``groups``: the row groups (M / rows), walked by a grid-stride kernel (default: grid x)."""
 
-    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, scratch: tuple | None = None):
+    def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, scratch: tuple | None = None,
+                 groups: int = 0):
         self.fn, self.grid, self.threads, self.scratch = fn, grid, threads, scratch
+        groups = groups or grid[0]
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
         work = [ctypes.c_void_p(t.data_ptr() if scratch else None) for t in (scratch or (None, None))]
         self.vals = ([ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
-                     + work)
-        self.params = (ctypes.c_void_p * 17)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
+                     + work + [ctypes.c_int(groups)])
+        self.params = (ctypes.c_void_p * 18)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
         self.launch = cuda_driver().launch
         u = ctypes.c_uint
         z = grid[2] if len(grid) > 2 else 1
@@ -1155,9 +1165,18 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
         if cfg.kb > 1:  # the K split's partial sums and arrival counters (zero; each launch leaves them zero)
             scratch = (torch.empty(l * cfg.kb * m, dtype=torch.float32, device=a.device),
                        torch.zeros(l * (m // cfg.rows), dtype=torch.int32, device=a.device))
-        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, (m // cfg.rows, l, cfg.kb), 32 * cfg.warps * cfg.ks, scalars,
-                                              scratch)
+        grid, threads = cuda_grid(cfg, m, l, a.device)
+        run = _CUDA_LAUNCH[key] = _CudaLaunch(fn, grid, threads, scalars, scratch, m // cfg.rows)
     return run, 2 if plain else 4
+
+
+def cuda_grid(cfg: CudaConfig, m: int, l: int, device) -> tuple:
+    """((blocks x, y, z), threads per block) of ``cfg``'s launch: a block per row group (M / rows)
+    and batch, times kb; with gs > 0, gs blocks per SM of ``device`` walk the row groups."""
+    groups = m // cfg.rows
+    if cfg.gs and device is not None and torch.device(device).type == "cuda":
+        groups = min(groups, cfg.gs * torch.cuda.get_device_properties(device).multi_processor_count)
+    return (groups, l, cfg.kb), 32 * cfg.warps * cfg.ks
 
 
 def _cuda_run(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> torch.Tensor:

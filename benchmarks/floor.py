@@ -145,8 +145,8 @@ def _kit_params(sub, dev, data, m: int, k: int, l: int) -> tuple:
     a, b, sfa, sfb, _, _, c = data
     scalars = (k // 32, a.stride(0), a.stride(2), b.stride(2), sfa.stride(0), sfa.stride(2), sfb.stride(2),
                c.stride(0), c.stride(2))
-    grid, threads = (m // cfg.rows, l, getattr(cfg, "kb", 1)), 32 * cfg.warps * cfg.ks
-    run = sub._CudaLaunch(fn, grid, threads, scalars)  # the K split's scratch pointers null: never read
+    grid, threads = sub.cuda_grid(cfg, m, l, dev)
+    run = sub._CudaLaunch(fn, grid, threads, scalars, None, m // cfg.rows)  # the K split's scratch: null, never read
     return (lambda d: run(d[0], d[1], d[2], d[3], d[6])), (f"grid {grid[0]} x {grid[1]} x {grid[2]}, {threads} "
                                                           f"threads, {cfg!r}")
 

@@ -2,6 +2,7 @@
 
     python3 benchmarks/server_sweep.py --grid small --out DIR     # the small-shape rule's sweep
     python3 benchmarks/server_sweep.py --grid loads --out DIR     # load flavours of a and b
+    python3 benchmarks/server_sweep.py --grid gs --out DIR        # grid-stride launches
 
 Every config of a shape is first checked against the exact reference on full-range data (c
 poisoned with NaN; a wrong one is reported and not timed), then all of them are timed in
@@ -21,6 +22,9 @@ Grids:
 * ``loads``: on the benchmark shapes, the H100 and H200 table entries and the first four
   families that fit; on six small shapes, the submission's pick (and its v = 2 form); each with
   load 0-5 (a and its scales) and bload 0-1 (b and its scales).
+* ``gs``: on the benchmark shapes, the table entries as they are, and up to six tiles without a
+  K split (the tables' and the families') with a block per row group (gs 0) and with grids of
+  1, 2, 4, 8 blocks per SM walking the row groups.
 
 Writes DIR/server_sweep_<grid>.json; prints the best configs per shape.
 """
@@ -87,7 +91,15 @@ def load_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
                               for ld in range(6) for bl in (0, 1)))
 
 
-GRIDS = {"small": (SMALL_SHAPES, small_grid), "loads": (BENCH_SHAPES + LOAD_SMALL_SHAPES, load_grid)}
+def gs_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
+    tables = [t[(m, k, l)]._replace(decode=None).with_decode(cap) for t in S.CUDA_MEASURED.values() if (m, k, l) in t]
+    tiles = [c for c in dict.fromkeys(tables + [f.with_decode(cap) for f in S.CUDA_FAMILIES])
+             if c.fits(m, k) and c.ks == 1 and c.kb == 1][:6]
+    return list(dict.fromkeys(tables + [t._replace(gs=g) for t in tiles for g in (0, 1, 2, 4, 8)]))
+
+
+GRIDS = {"small": (SMALL_SHAPES, small_grid), "loads": (BENCH_SHAPES + LOAD_SMALL_SHAPES, load_grid),
+         "gs": (BENCH_SHAPES, gs_grid)}
 
 
 def _compile(job: tuple) -> tuple:

@@ -162,7 +162,7 @@ def test_gpu_device_times_raises_host_bound_when_every_round_stalls():
 @pytest.mark.parametrize("text, words", [
     ('{"4096x7168x8": [[8, 2, 4, 1, 3, 0, 2, 0, 16, 1]]}', "4096x7168x8: cuda needs lpr in 2, 4, 8, 16, 32"),
     ('{"4096x7168x8": [[8, 2, 4, 1, 3, 1, 2, 0, 16, 1, 0]]}', "ks >= 1"),
-    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 13 numbers"),
+    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 14 numbers"),
     ('{"4096x7168x8": [{"lpr": 8, "rpt": 2, "u": 4, "warps": 1, "lanes": 2}]}', "unexpected keyword argument 'lanes'"),
     ('[1, 2]', "must hold {'MxKxL': [cuda config, ...]}"),
     ('{"4096x7168x8": [', "not a readable JSON file"),
@@ -214,7 +214,7 @@ def test_server_sweep_without_cuda_says_so_and_exits_2(capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("grid", ["small", "loads"])
+@pytest.mark.parametrize("grid", ["small", "loads", "gs"])
 @pytest.mark.parametrize("cap, sms", [((9, 0), 132), ((10, 0), 148)], ids=["sm90", "sm100"])
 def test_server_sweep_grids_hold_only_configs_that_run_their_shape(grid, cap, sms):
     """Every config of a sweep grid builds and fits its shape; the small grid starts with the
@@ -227,6 +227,8 @@ def test_server_sweep_grids_hold_only_configs_that_run_their_shape(grid, cap, sm
         assert all(c.problem() == "" and c.fits(m, k) for c in cfgs), (m, k, l)
         if grid == "small":
             assert cfgs[0] == submission._cuda_default(m, k, l, cap)
-        else:
+        elif grid == "loads":
             tiles = {c._replace(load=0, bload=0) for c in cfgs}
             assert len(cfgs) == 12 * len(tiles)
+        else:
+            assert any(c.gs for c in cfgs) and all(c.ks == 1 for c in cfgs if c.gs)

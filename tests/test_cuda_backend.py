@@ -172,7 +172,7 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     built, launched = [], []
 
     class FakeLaunch:
-        def __init__(self, fn, grid, threads, scalars, scratch=None):
+        def __init__(self, fn, grid, threads, scalars, scratch=None, groups=0):
             built.append((fn, grid, threads, scalars, scratch))
 
         def __call__(self, *ptrs):
@@ -507,6 +507,26 @@ def test_gpu_split_k_over_blocks(m, k, l, kb):
             assert torch.equal(outs[0].view(torch.int16), o.view(torch.int16)), f"{cfg}: repeats differ"
         scratch = [r.scratch for key, r in submission._CUDA_LAUNCH.items() if cfg in key]
         assert scratch and all(not cnt.any() for _, cnt in scratch), f"{cfg}: counters not back to zero"
+
+
+@requires_cuda
+@pytest.mark.parametrize("gs", (1, 3, 16))
+@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (2432, 4608, 2), (256, 1088, 5)])
+def test_gpu_grid_stride_gives_the_same_bits_as_a_block_per_row_group(m, k, l, gs):
+    """A grid of gs blocks per SM walking the row groups computes each row exactly as one block
+    per row group does (the same order of sums): bit-identical outputs, every row written."""
+    data = _gen(m, k, l, 19, "full-range")
+    expected = _expected(data)
+    for tile in (submission.CudaConfig(lpr=8, rpt=1, u=4, warps=2, decode="dp4a-sr2", v=1, pipe=0, minb=16, bsh=1),
+                 submission.CudaConfig(lpr=32, rpt=4, u=1, warps=1, decode="dp4a-sr", v=1, pipe=0, minb=1),
+                 submission.CudaConfig(lpr=16, rpt=1, u=2, warps=1, decode="dp4a-sr", v=1, pipe=2)):
+        if not tile.fits(m, k):
+            continue
+        ref = _run(data, tile).clone()
+        out = _run(data, tile._replace(gs=gs)).clone()
+        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+        assert not reasons, f"{tile} gs={gs}: " + "\n".join(reasons)
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), f"{tile} gs={gs}"
 
 
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):

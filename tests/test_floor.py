@@ -43,8 +43,8 @@ def test_the_empty_kernels_compile_and_the_kit_one_takes_the_launchs_parameters(
         pytest.skip(f"no NVRTC here: {exc}")
     src = floor.kit_params_source()
     assert f"floor_params({submission._CUDA_PARAMS})" in src
-    # _CudaLaunch passes 5 pointers, 10 scalars and the K split's 2 scratch pointers
-    assert submission._CUDA_PARAMS.count(",") + 1 == 17
+    # _CudaLaunch passes 5 pointers, 10 scalars, the K split's 2 scratch pointers and the row groups
+    assert submission._CUDA_PARAMS.count(",") + 1 == 18
     for source in (src, floor.EMPTY_CUDA_SRC):
         assert submission.cuda_compile(source, arch)[:4] == b"\x7fELF"
 

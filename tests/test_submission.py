@@ -202,7 +202,7 @@ def test_unknown_backend_name_raises(monkeypatch):
     ("NVFP4_GEMV_CONFIG", "triton=3,100,2,1", "must be powers of two"),
     ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=... or triton=..."),
     ("NVFP4_GEMV_CONFIG", "scaled_mm=1", "'scaled_mm=1' is not cuda="),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 13 numbers"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 14 numbers"),
     ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "cuda needs lpr in 2, 4, 8, 16, 32"),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "v 1 or 2 dividing u"),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "bsh 0 or 1 (1: lpr * u = 32)"),
