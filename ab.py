@@ -22,8 +22,8 @@ setting is reported and left out of the statistics.
 Statistics (pure functions below, tested on synthetic timings): per shape, each side's mean of
 all its timed calls (the server's statistic) and per round the ratio of the two sides' round
 means (paired: what changes from round to round cancels within a round). The rounds are shared
-out among ``--workers`` worker sets, each file in a fresh process per set (started in an order
-that alternates from set to set), because two processes of one file can differ steadily (the
+out among ``--workers`` worker sets, each file in a fresh process per set (started, warmed and
+first timed in an order that alternates from set to set), because two processes of one file can differ steadily (the
 kit's per-process race and tuning, memory placement, the order the processes started in: on an
 H100 an A/A run in one worker set gave offsets up to 0.40% with per-round noise of 0.3-0.5%).
 The ratio NEW / BASE is exp of the mean over the worker sets of their mean per-round log ratio,
@@ -670,13 +670,21 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                     w.close()
                 workers.clear()
                 workers.update(fresh)
-            for f in timed:
+            # Warmed, and the set's first round run, in an order that alternates from set to set
+            # too: with every set warming BASE first (and starting with BASE), a 24-set A/A run
+            # on an H100 read the second file slower by 0.45% and 0.62% on two shapes, and with
+            # the files' labels swapped (--new-first) the second file was still the slower one
+            # (2026-11-25, benchmarks/RESULTS.md, "eval.py ab calibration", item 5).
+            warm_order = [timed[i] for i in round_order(len(timed), worker_set)]
+            for f in warm_order:
                 _progress(f"[ab] warming {f['label']} ({args.mode} warm-up)")
                 ev.warm_up(workers[f["label"]], cases["timed"], leaderboard)
         alive = [f for f in timed if f["passed"]]
-        order = [alive[i] for i in round_order(len(alive), index)]
+        order = [alive[i] for i in round_order(len(alive), index - starts[worker_set] + worker_set)]
         entry = {"index": index, "worker_set": worker_set, "order": [f["label"] for f in order],
                  "times": {f["label"]: {} for f in order}}
+        if index == starts[worker_set]:
+            entry["warm_order"] = [f["label"] for f in warm_order]
         r0 = time.monotonic()
         if monitor:
             monitor.start()

@@ -321,10 +321,20 @@ def test_the_timed_path_runs_on_the_host_clock(tmp_path, monkeypatch, capsys):
     shutil.copy(GOOD, copy)
     out = tmp_path / "ab.json"
     code = ab.main([str(GOOD), str(copy), "--shapes", str(TINY), "--check-shapes", str(TINY), "--rounds", "3",
-                    "--repeats", "3", "--json", str(out)])
+                    "--workers", "3", "--repeats", "3", "--json", str(out)])
     assert code == 0
     record = json.loads(out.read_text())
+    # a worker set per round: each set warms its files, and runs its first round, in the order
+    # that alternates from set to set
     assert [r["order"] for r in record["rounds"]] == [["BASE", "NEW"], ["NEW", "BASE"], ["BASE", "NEW"]]
+    assert [r["warm_order"] for r in record["rounds"]] == [r["order"] for r in record["rounds"]]
+    assert [r["worker_set"] for r in record["rounds"]] == [0, 1, 2]
+    # two rounds per set: the second set begins with NEW, as it warms NEW first
+    code = ab.main([str(GOOD), str(copy), "--shapes", str(TINY), "--check-shapes", str(TINY), "--rounds", "4",
+                    "--workers", "2", "--repeats", "2", "--json", str(out)])
+    rounds = json.loads(out.read_text())["rounds"]
+    assert code == 0 and [r["order"][0] for r in rounds] == ["BASE", "NEW", "NEW", "BASE"]
+    assert [r.get("warm_order") for r in rounds] == [["BASE", "NEW"], None, ["NEW", "BASE"], None]
     assert record["shapes"] == ["128x256x1", "128x256x2"] and record["settings"]["mode"] == "leaderboard"
     for r in record["rounds"]:
         assert r["telemetry"]["samples"] >= 1 and r["telemetry"]["throttled"] is False
