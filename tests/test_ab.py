@@ -331,7 +331,7 @@ def test_the_timed_path_runs_on_the_host_clock(tmp_path, monkeypatch, capsys):
     assert [r["worker_set"] for r in record["rounds"]] == [0, 1, 2]
     # two rounds per set: the second set begins with NEW, as it warms NEW first
     code = ab.main([str(GOOD), str(copy), "--shapes", str(TINY), "--check-shapes", str(TINY), "--rounds", "4",
-                    "--workers", "2", "--repeats", "2", "--json", str(out)])
+                    "--workers", "2", "--repeats", "3", "--json", str(out)])
     rounds = json.loads(out.read_text())["rounds"]
     assert code == 0 and [r["order"][0] for r in rounds] == ["BASE", "NEW", "NEW", "BASE"]
     assert [r.get("warm_order") for r in rounds] == [["BASE", "NEW"], None, ["NEW", "BASE"], None]
