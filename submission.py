@@ -1261,17 +1261,19 @@ CUDA_MEASURED = {
 }
 
 
-# The small-shape rule (_cuda_small), from a sweep of 1502 configs over 15 shapes of 20 KB to
-# 12.6 MB (the nine official test shapes among them) under the server's protocol on an H100
-# (2026-11-25, the kernel text first committed with this rule; benchmarks/RESULTS.md, "Small
-# shapes"). Such a call is a few DRAM round trips, not a long read: what wins is one step per row,
-# its b loads beside a's (pipe 2), one warp per block.
-_SMALL_U = 12  # most chunks per lane in one step: 9 won (2432x4608x2: 11.18 us, against 15.95 with
-# lpr 32, u 4 and a partial step); 16 lost to the K split (128x16384x1: 8.10 against 6.59 us)
-_SMALL_SPLIT_ROWS = 4  # K split over blocks below this many row groups per SM (128x16384x1 and
-# 256x16384x1: 1 and 2 per SM, the split 3.1x faster; 256x7168x1's 7 chunks per lane: no split, 6.10 against 6.46)
+# The small-shape rule (_cuda_small): on an H100 (2026-11-25), `python3 benchmarks/server_sweep.py
+# --grid small --rounds 10` at kit 4e112f3 timed 1503 configs over 15 shapes of 19 KB to 12.6 MB
+# (the nine official test shapes among them) under the server's protocol, and the rule's pick was
+# the fastest or within 2.0% of it on each (benchmarks/RESULTS.md, "Small shapes"; the numbers
+# below are means from that run). Such a call is a few DRAM round trips, not a long read: what wins
+# is one step per row, its b loads beside a's (pipe 2), one warp per block.
+_SMALL_U = 12  # most chunks per lane in one step: 9 won (2432x4608x2: 11.43 us, against 16.33 with
+# lpr 32, u 4 and a partial step); 16 lost to the K split (128x16384x1: 8.28-8.44 against 6.85 us)
+_SMALL_SPLIT_ROWS = 4  # K split over blocks below this many row groups per SM (128x16384x1: 1 per SM,
+# 6.85 us with kb 8 against 9.76 without; 256x16384x1: 2 per SM, 7.80 against 10.12); 256x7168x1's
+# 7 chunks per lane take no split (6.33 us, against 6.76 with kb 4)
 _SMALL_RPT2_WARPS = 16  # two rows per lane from this many warps per SM, on steps of <= 2 chunks per lane
-# (4096x1024x1, 31 per SM: 5.95 against 6.75 us; 1024x2048x1, 8 per SM: 5.38 against 5.20)
+# (4096x1024x1, 31 per SM: 6.06 against 6.84 us; 1024x2048x1, 8 per SM: 5.40 against 5.47 with two)
 
 
 def _sm_count(capability: tuple) -> int:
