@@ -94,8 +94,8 @@ KERNEL_EDITS = [  # (what, old, new): each changes what a measured config means
 NEUTRAL_EDITS = [  # (what, old, new): none of these touches a kernel
     ("comment in the triton block", "# e2m1 magnitude code -> 2|value| as a byte", "# e2m1 code -> 2|value|"),
     ("docstring of cuda_kernel", "``probe`` the loads-only timing probe.", "``probe`` the loads-only probe (wrong c)."),
-    ("comment in the cuda source", "// b and its scales are small and read by every row: plain cached loads.",
-     "// b and its scales: small, read by every row, so plain cached loads."),
+    ("comment in the cuda source", "// b and its scales are small and read by every row: cached loads (BLOAD 0), or",
+     "// b and its scales: small, read by every row, so cached loads (BLOAD 0), or"),
     ("docstring of a Triton helper", '"""Nibble n of uint32 words -> fp32 2 * value',
      '"""Nibble n of a uint32 word -> 2 * value'),
     ("comment of a config field", "# rows per lane", "# rows each lane owns"),
