@@ -665,16 +665,20 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                 # Started in an order that alternates from set to set: the order in which the
                 # processes start can favour one steadily (an A/A run on an H100 whose 15 sets
                 # all started BASE first gave NEW +0.20% to +0.56% on every shape).
-                fresh = _new_workers([timed[i] for i in round_order(len(timed), worker_set)], args)
                 for w in workers.values():
                     w.close()
                 workers.clear()
-                workers.update(fresh)
+                workers.update(_new_workers([timed[i] for i in round_order(len(timed), worker_set)], args))
+                # A worker's process is spawned by its first call: start them here, in this
+                # order (until 2026-11-25 nothing did, and the warm-up below, then always in file
+                # order, started them: the second file's process started second in every set).
+                for w in workers.values():
+                    w.start()
             # Warmed, and the set's first round run, in an order that alternates from set to set
-            # too: with every set warming BASE first (and starting with BASE), a 24-set A/A run
-            # on an H100 read the second file slower by 0.45% and 0.62% on two shapes, and with
-            # the files' labels swapped (--new-first) the second file was still the slower one
-            # (2026-11-25, benchmarks/RESULTS.md, "eval.py ab calibration", item 5).
+            # too: with every set warming BASE first (and so starting BASE's process first), a
+            # 24-set A/A run on an H100 read the second file slower by 0.45% and 0.62% on two
+            # shapes, and with the files' labels swapped (--new-first) the second file was still
+            # the slower one (2026-11-25, benchmarks/RESULTS.md, "eval.py ab calibration", item 5).
             warm_order = [timed[i] for i in round_order(len(timed), worker_set)]
             for f in warm_order:
                 _progress(f"[ab] warming {f['label']} ({args.mode} warm-up)")

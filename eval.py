@@ -715,6 +715,11 @@ class Worker:
                 if self._heartbeat and (self._timeout is None or time.monotonic() - t0 < self._timeout):
                     self._heartbeat(time.monotonic() - t0)
 
+    def start(self) -> int:
+        """Spawn the worker process now, if it is not running (otherwise the first call spawns
+        it), so that processes start in the order the caller chooses; returns its process id."""
+        return self.call(os.getpid)
+
     def call(self, fn, *args):
         """fn(*args) in the worker; ``WorkerDied`` if the process died on it or ran past the timeout."""
         if self._pool is None:

@@ -440,6 +440,18 @@ def test_worker_heartbeat(monkeypatch):
     assert len(beats) >= 3 and beats == sorted(beats) and beats[0] >= 0.25
 
 
+def test_worker_start_spawns_its_process_in_the_callers_order():
+    """A worker's process is spawned by its first call; start() makes that call, so processes
+    start in the order their workers are started (ab alternates it from worker set to set): each
+    start() runs in a process of its own, and a second start() finds the same process."""
+    import os
+    with ev.Worker(None, "official", True) as second, ev.Worker(None, "official", True) as first:
+        a = first.start()
+        b = second.start()
+        assert a != os.getpid() and b not in (a, os.getpid())
+        assert first.start() == a and second.call(os.getpid) == b
+
+
 def test_worker_timeout_kills_the_call_and_starts_afresh(monkeypatch):
     """A call past the timeout fails (WorkerDied naming the limit) within about the limit, and
     the next call runs in a fresh worker."""
