@@ -106,13 +106,13 @@ def custom_kernel(data: input_t) -> output_t:
             if (b.shape, b.stride(), b.dtype, b.device, sa.shape, sa.stride(), sa.dtype, sa.device, sb.shape,
                     sb.stride(), sb.dtype, sb.device, c.shape, c.stride(), c.dtype, c.device) == layout:
                 pa, pb, ps, pt = a.data_ptr(), b.data_ptr(), sa.data_ptr(), sb.data_ptr()
-                if (pa | pb | ps | pt | c.data_ptr()) & 15 == align:
+                if (pa | pb | ps | pt | c.data_ptr()) & 31 == align:
                     if by_pointers:
                         launch(pa, pb, ps, pt, c.data_ptr())
                     else:
                         launch(a, b, sa, sb, c)
                     return c
-        elif _layout(*data[1:]) == layout and (a.data_ptr() | data[1].data_ptr()) & 15 == align:
+        elif _layout(*data[1:]) == layout and (a.data_ptr() | data[1].data_ptr()) & 31 == align:
             return launch(data)
     return _first_call_path(data)
 
@@ -123,7 +123,8 @@ def custom_kernel(data: input_t) -> output_t:
 # launch reads (2 plain, 4 permuted; the launch reads a, b, those two scales and c, and only
 # their layout is compared: about half the attribute reads of comparing all seven, which is
 # most of this path's host time), or 0 for a backend without a direct launch (the layout of
-# all seven compared, the backend called); ``align`` the OR of the compared pointers mod 16;
+# all seven compared, the backend called); ``align`` the OR of the compared pointers mod 32 (the
+# cuda kernel's 32-byte loads, load 6, are built for a 32-byte aligned a and fall back otherwise);
 # ``by_pointers``: the launch takes the five data pointers instead of the tensors.
 _FAST = {}
 
@@ -203,7 +204,7 @@ class CudaConfig(NamedTuple):
     warps: int  # warps per block (times ks)
     decode: str | None = None  # a cuda decode of DECODES; None: the GPU's default (cuda_default_decode)
     v: int = 2  # adjacent chunks per lane (1 or 2, dividing u; 2 reads two chunks' scale pairs at once)
-    load: int = 2  # load flavour of a and its scales (LD_FLAVOURS in the source)
+    load: int = 2  # load flavour of a and its scales (LD_FLAVOURS in the source; 6: 32-byte loads, v 2)
     pipe: int = 1  # 1: every load of a step issued before its arithmetic; 2: b's loads too, beside a's (bsh 0)
     minb: int = 0  # > 0: launch bounds asking registers enough for minb blocks per SM
     bsh: int = 0  # 1: b prepared once per warp and step through shared memory (lpr * u == 32)
@@ -230,13 +231,14 @@ class CudaConfig(NamedTuple):
         """'' when the kernel can be built with this config (whatever the shape), else why not."""
         if (self.lpr not in (2, 4, 8, 16, 32) or self.rpt < 1 or self.u < 1 or not 1 <= self.warps <= 32
                 or (self.decode is not None and self.decode not in _CUDA_DECODE_ID) or self.v not in (1, 2)
-                or self.u % self.v or not 0 <= self.load <= 5 or self.pipe not in (0, 1, 2) or self.minb < 0
+                or self.u % self.v or not 0 <= self.load <= 6 or (self.load == 6 and self.v != 2)
+                or self.pipe not in (0, 1, 2) or self.minb < 0
                 or self.bload not in (0, 1) or not 0 <= self.gs <= 32 or (self.gs and (self.ks > 1 or self.kb > 1))
                 or (self.pipe == 2 and self.bsh)
                 or self.bsh not in (0, 1) or (self.bsh and self.lpr * self.u != 32) or self.ks < 1
                 or self.warps * self.ks > 32 or not 1 <= self.kb <= 64):
             return (f"cuda needs lpr in 2, 4, 8, 16, 32; rpt, u >= 1; warps in 1..32; decode one of "
-                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-5; pipe 0, 1 or 2 (2: bsh 0); "
+                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-6 (6: v 2); pipe 0, 1 or 2 (2: bsh 0); "
                     f"minb >= 0; "
                     f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); kb in 1..64; bload 0 or 1; "
                     f"gs 0..32 (> 0: ks = kb = 1); got {self!r}")
@@ -369,6 +371,23 @@ __device__ __forceinline__ u32 ld_scales32(const unsigned char* p) {
   if (LOAD == 5) asm("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_first()));
   else { LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p)) }
   return v;
+}
+// Flavour 6: a lane's two adjacent chunks (V = 2) in one 32-byte load with the L2 eviction
+// priority as a qualifier, ld.global.L1::no_allocate.L2::evict_first.v8.u32, which ptxas 13.0
+// takes on 32-byte loads only, and those on sm_100a only (HAS_LD256); elsewhere the same 32 bytes
+// as two 16-byte no-allocate loads (the same values: a stand-in that runs off Blackwell). The
+// scales of a take flavour 0. Needs a 32-byte aligned a (the launcher falls back to load 0).
+__device__ __forceinline__ void ld_a32(const unsigned char* p, Q& x, Q& y) {
+#if HAS_LD256
+  asm("ld.global.L1::no_allocate.L2::evict_first.v8.u32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];"
+      : "=r"(x.w[0]), "=r"(x.w[1]), "=r"(x.w[2]), "=r"(x.w[3]), "=r"(y.w[0]), "=r"(y.w[1]), "=r"(y.w[2]),
+        "=r"(y.w[3]) : "l"(p));
+#else
+  asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(x.w[0]), "=r"(x.w[1]), "=r"(x.w[2]), "=r"(x.w[3]) : "l"(p));
+  asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(y.w[0]), "=r"(y.w[1]), "=r"(y.w[2]), "=r"(y.w[3]) : "l"(p + 16));
+#endif
 }
 // b and its scales are small and read by every row: cached loads (BLOAD 0), or (BLOAD 1) the
 // same with an L1 evict-last priority and an L2 evict-last policy (kept while a passes through).
@@ -739,10 +758,11 @@ __device__ __forceinline__ void gemv_body(
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          if (LOAD != 6) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[i][u], av[i][u + 1 < U ? u + 1 : u]);  // V = 2
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[i][u] = ld_scales16<LOAD>(sq);
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD>(sq);
+          if (V == 1) sa[i][u] = ld_scales16<LOAD == 6 ? 0 : LOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD == 6 ? 0 : LOAD>(sq);
           else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
           av[i][u] = Q{{0u, 0u, 0u, 0u}};
@@ -1017,7 +1037,8 @@ def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
 
     ok(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"nvfp4_gemv.cu", 0, None, None), "create")
     try:
-        defines = {"HAS_E2M1_CVT": int(arch.startswith("sm_10") and arch.endswith("a")), **(defines or {})}
+        blackwell = int(arch.startswith("sm_10") and arch.endswith("a"))
+        defines = {"HAS_E2M1_CVT": blackwell, "HAS_LD256": blackwell, **(defines or {})}
         opts = [f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math"]
         opts += [f"-D{k}={v}" for k, v in defines.items()]
         copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
@@ -1144,6 +1165,8 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     plain = _plain_scales(data, k, 4)  # v = 2 reads two chunks' scale pairs as one 4-byte word
     cfg = config_for("cuda", data, m, k, l) if cfg is None else CudaConfig.of(cfg)
+    if cfg.load == 6 and (a.data_ptr() | a.stride(0) | (a.stride(2) if l > 1 else 0)) % 32:
+        cfg = cfg._replace(load=0)  # 32-byte loads need a 32-byte aligned a; load 0 reads the same values
     chunks = k // 32
     if plain:
         ss = (sfa.stride(0), sfa.stride(2), sfb.stride(2))
@@ -1326,28 +1349,31 @@ def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> CudaCon
     return CudaConfig(lpr, 1, u, 4 if 4 * (32 // lpr) <= 128 else 2, cuda_default_decode(capability), v=1, minb=0)
 
 
-# The public B200 leaders' geometry per K, in this kernel's config space (their 32-byte loads of a
-# with L2 evict-first need a 32-byte-load tile this kernel does not have: the nearest flavour
-# here is load 0, ld.global.nc.L1::no_allocate; their threads per block and rows per block are
-# kept). Timed by the tuner on compute capability 10.x beside the kit's own candidates; never
-# measured on a B200 by the kit. From gau-nernst/gpu-mode-kernels, nvidia/nvfp4_gemv/
+# The public B200 leaders' geometry per K, in this kernel's config space: their threads and rows
+# per block, and their loads of a where the tile has two adjacent chunks per lane (load 6: one
+# 32-byte L1-no-allocate, L2-evict-first load, SASS LDG.E.NA.EFL2.256 on sm_100a as in theirs;
+# else load 0, no-allocate 16-byte loads). Timed by the tuner on compute capability 10.x beside
+# the kit's own candidates (each checked against the exact answer first); never measured on a
+# B200 by the kit, and load 6's sm_100a form never ran (its stand-in elsewhere: two 16-byte loads).
+# From gau-nernst/gpu-mode-kernels, nvidia/nvfp4_gemv/
 # submission_v2h.py at aee9cda6b6444f774ce5eaee1ec1a5c84acaa521 ("v2h") and the first place's
 # code as BBuf/how-to-optim-algorithm-in-cuda, cuda-mode/Leaderboards, at
 # 1d341caa44f876ee2255d09ce40aaf3f213909f9 reproduces it ("rank1"); benchmarks/results/leaders-sm100a.md.
 CUDA_LEADERS = {
-    16384: (CudaConfig(lpr=32, rpt=1, u=2, warps=1, load=0, ks=8),  # v2h: 256 threads on 1 row, 32 B per thread
-            CudaConfig(lpr=32, rpt=1, u=4, warps=1, load=0, ks=4)),  # rank1: 128 threads on 1 row
-    7168: (CudaConfig(lpr=16, rpt=1, u=2, warps=1, load=0, ks=7),  # v2h: 224 threads on 2 rows, one load each
+    16384: (CudaConfig(lpr=32, rpt=1, u=2, warps=1, load=6, ks=8),  # v2h: 256 threads on 1 row, 32 B per thread
+            CudaConfig(lpr=32, rpt=1, u=4, warps=1, load=6, ks=4)),  # rank1: 128 threads on 1 row
+    7168: (CudaConfig(lpr=16, rpt=1, u=2, warps=1, load=6, ks=7),  # v2h: 224 threads on 2 rows, one load each
            CudaConfig(lpr=32, rpt=1, u=7, warps=4, v=1, load=0)),  # rank1: 128 threads on 4 rows
-    2048: (CudaConfig(lpr=16, rpt=1, u=4, warps=4, load=0),),  # v2h and rank1: 128 threads on 8 rows
+    2048: (CudaConfig(lpr=16, rpt=1, u=4, warps=4, load=6),),  # v2h and rank1: 128 threads on 8 rows
 }
 
 
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
     what won on any GPU model for this shape, the families; six that fit, and on compute
-    capability 10.x an integer decode too on the top three (which decode wins there is unmeasured)
-    and the public leaders' geometry for this K (CUDA_LEADERS)."""
+    capability 10.x an integer decode too on the top three (which decode wins there is unmeasured),
+    load 6 on those of the six with two chunks per lane, and the public leaders' geometry for this
+    K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
     cands = [_cuda_default(m, k, l, cap)]
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:4]]
@@ -1358,6 +1384,7 @@ def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     cands = [c for c in dict.fromkeys(cands) if c.fits(m, k)][:6]
     if cap[0] >= 10:
         cands += [c._replace(decode="dp4a-sr2" if c.bsh else "dp4a-sr") for c in cands[:3]]
+        cands += [c._replace(load=6) for c in cands[:6] if c.v == 2]  # the leaders' 32-byte loads on the kit's tiles
         cands += [c.with_decode(cap) for c in CUDA_LEADERS.get(k, ()) if c.fits(m, k)]
     return list(dict.fromkeys(cands))
 
@@ -2427,9 +2454,9 @@ def _first_call_path(data):
             scales, launch, by_pointers = fast
             b, sa, sb, c = data[1], data[scales], data[scales + 1], data[6]
             _FAST[key] = (scales, _layout(b, sa, sb, c),
-                          (a.data_ptr() | b.data_ptr() | sa.data_ptr() | sb.data_ptr() | c.data_ptr()) & 15,
+                          (a.data_ptr() | b.data_ptr() | sa.data_ptr() | sb.data_ptr() | c.data_ptr()) & 31,
                           launch, by_pointers)
         else:
-            _FAST[key] = (0, _layout(*data[1:]), (a.data_ptr() | data[1].data_ptr()) & 15,
+            _FAST[key] = (0, _layout(*data[1:]), (a.data_ptr() | data[1].data_ptr()) & 31,
                           lambda d, f=backend.run, shape=(m, k, l): f(d, *shape), False)
     return out

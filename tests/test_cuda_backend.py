@@ -317,6 +317,63 @@ def test_every_cuda_variant_compiles(arch, tmp_path):
             checked += 1
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_load_6_is_one_32_byte_evict_first_load_on_blackwell_and_two_16_byte_ones_elsewhere(arch, tmp_path):
+    """Load 6 reads a lane's two adjacent chunks of a with the L2 eviction priority as a qualifier:
+    on sm_100a one 32-byte L1-no-allocate, L2-evict-first load (SASS LDG.E.NA.EFL2.256, the
+    public leaders' load), elsewhere two 16-byte no-allocate loads (LDG.E.NA.128) and no 32-byte
+    one; a config asking it with one chunk per lane is refused by name."""
+    _nvrtc_or_skip()
+    dump = _cuobjdump()
+    if dump is None:
+        pytest.skip("no cuobjdump here (Triton's wheel ships one)")
+    cfg = submission.CudaConfig(lpr=32, rpt=1, u=2, warps=1, decode="f16x2", load=6, ks=8)
+    for full in (True, False):
+        name, source = submission.cuda_kernel(cfg, full, True)
+        path = tmp_path / f"{name}.cubin"
+        path.write_bytes(submission.cuda_compile(source, arch))
+        sass = subprocess.run([dump, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
+        if arch == "sm_100a":
+            assert "LDG.E.NA.EFL2.256" in sass and "LDG.E.NA.128" not in sass, name
+        else:
+            assert "LDG.E.NA.128" in sass and ".256" not in sass, name
+    assert "load 0-6 (6: v 2)" in submission.CudaConfig(32, 1, 2, 1, load=6, v=1).problem()
+
+
+def test_load_6_falls_back_to_load_0_where_a_is_not_32_byte_aligned(monkeypatch):
+    """A 32-byte load needs a 32-byte aligned a: the launcher builds load 0 (the same values)
+    for an a 16 bytes off, and load 6 for an aligned one; the per-call fast path compares
+    pointers mod 32, so a call with the other alignment takes the first-call path again."""
+    built = []
+
+    class FakeLaunch:
+        def __init__(self, fn, grid, threads, scalars, scratch=None, groups=0):
+            built.append(fn)
+
+        def __call__(self, *ptrs):
+            pass
+
+    monkeypatch.setattr(submission, "_CUDA_LAUNCH", {})
+    monkeypatch.setattr(submission, "_CudaLaunch", FakeLaunch)
+    monkeypatch.setattr(submission, "_cuda_function", lambda dev, cfg, full, plain, probe=False:
+                        submission.cuda_kernel(cfg, full, plain, probe)[0])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    m, k, l = 128, 2048, 2
+    cfg = submission.CudaConfig(lpr=16, rpt=1, u=4, warps=4, decode="dp4a-sr", load=6)
+    aligned = _gen(m, k, l, 3, device="cpu")
+    store = torch.empty(aligned[0].numel() + 64, dtype=torch.uint8)
+    base = (32 - store.data_ptr() % 32) % 32 + 16  # 16 bytes past a 32-byte boundary
+    a16 = store[base:base + aligned[0].numel()].view(aligned[0].dtype).view(l, m, k // 2).permute(1, 2, 0)
+    a16.copy_(aligned[0])
+    assert a16.data_ptr() % 32 == 16 and a16.stride() == aligned[0].stride()
+    for data in (aligned, (a16,) + aligned[1:]):
+        submission._cuda_run(data, m, k, l, cfg)
+    if aligned[0].data_ptr() % 32 == 0:
+        assert "_261_" in built[0] and "_201_" in built[1], built  # v 2, load 6 / load 0, pipe 1
+    else:
+        assert all("_201_" in name for name in built), built
+
+
 # --------------------------------------------------------------------------- GPU
 
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
@@ -527,6 +584,36 @@ def test_gpu_grid_stride_gives_the_same_bits_as_a_block_per_row_group(m, k, l, g
         reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
         assert not reasons, f"{tile} gs={gs}: " + "\n".join(reasons)
         assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), f"{tile} gs={gs}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (128, 16384, 1), (256, 1088, 5)])
+def test_gpu_load_6_reads_what_load_0_reads(m, k, l):
+    """Load 6 (a's two chunks of a lane in one 32-byte load on sm_100a, two 16-byte loads
+    elsewhere) gives the bits load 0 gives, with a 32-byte aligned a and with one 16 bytes off
+    (which takes load 0), on full-range data."""
+    data = _gen(m, k, l, 23, "full-range")
+    expected = _expected(data)
+    for tile in (submission.CUDA_LEADERS[16384][0], submission.CUDA_LEADERS[2048][0],
+                 submission.CudaConfig(lpr=32, rpt=2, u=4, warps=2, pipe=0, minb=1)):
+        cfg = tile._replace(load=6).with_decode(torch.cuda.get_device_capability())
+        if not cfg.fits(m, k):
+            continue
+        ref = _run(data, cfg._replace(load=0)).clone()
+        out = _run(data, cfg).clone()
+        reasons = verbose_allclose(out, expected, rtol=KERNEL_RTOL, atol=KERNEL_ATOL)
+        assert not reasons, f"{cfg}: " + "\n".join(reasons)
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), f"{cfg}"
+    a = data[0]
+    store = torch.empty(a.numel() + 64, dtype=torch.uint8, device=a.device)
+    base = (32 - store.data_ptr() % 32) % 32 + 16
+    a16 = store[base:base + a.numel()].view(a.dtype).view(l, m, k // 2).permute(1, 2, 0)
+    a16.copy_(a)
+    shifted = (a16,) + data[1:]
+    cfg = submission.CudaConfig(lpr=32, rpt=2, u=4, warps=2, pipe=0, minb=1, load=6).with_decode(
+        torch.cuda.get_device_capability())
+    if cfg.fits(m, k):
+        assert torch.equal(_run(shifted, cfg).clone().view(torch.int16), _run(data, cfg).view(torch.int16))
 
 
 def _uniform(m, k, l, a_byte, b_byte, sa_code, sb_code):
