@@ -118,12 +118,12 @@ PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
 FUNCTION_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": TIMEOUT_S}
 # The jobs: each step runs in its own container, in a copy of the checkout at JOB_DIR.
-JOBS = ("eval", "check", "bench", "sweep", "ab", "all")
+JOBS = ("eval", "check", "bench", "sweep", "roofline", "ab", "all")
 JOB_STEPS = ("check", "bench", "sweep")  # what --job all runs, in this order
 # Each step's limit (its process is stopped there), several times its H100 runtime: the suite
 # took 180 s (benchmarks/results/gpu-run-h100.log), bench_kernel.py runs within .ci/gpu-run's
 # 300 s, a full --sweep times ~440 configs (10 min and more).
-STEP_TIMEOUT_S = {"check": 1500, "bench": 1200, "sweep": 3000}
+STEP_TIMEOUT_S = {"check": 1500, "bench": 1200, "sweep": 3000, "roofline": 1200}
 JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with the container's start
 TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite runs with (pyproject's dev extra)
 JOB_DIR = "/root/kit"
@@ -304,9 +304,10 @@ def job_command(step: str, extra_args: str, out_dir: str | Path) -> list[str]:
     if step == "check":
         return [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                 f"--junitxml={Path(out_dir) / 'junit.xml'}", *(f"--ignore={p}" for p in CHECK_IGNORE)]
-    if step not in ("bench", "sweep"):
+    if step not in ("bench", "sweep", "roofline"):
         raise ValueError(f"unknown step {step!r}")
-    return ([sys.executable, "benchmarks/bench_kernel.py", *(["--sweep"] if step == "sweep" else []),
+    return ([sys.executable, "benchmarks/bench_kernel.py", *({"sweep": ["--sweep"], "roofline": ["--roofline"]}
+                                                              .get(step, [])),
              "--json", str(Path(out_dir) / f"{step}.json"), "--md", str(Path(out_dir) / f"{step}.md")]
             + shlex.split(extra_args))
 
@@ -574,7 +575,7 @@ def job_report(result: dict, provenance: dict) -> tuple[dict, str, str]:
         record = {"info": info, "job": job, **{k: result.get(k) for k in ("junit", "failures", "skipped")}}
     else:
         record = {**(bench or {}), "info": info, "job": job}
-    title = {"check": "Test suite", "bench": "Kernel benchmark", "sweep": "Config sweep"}[step]
+    title = {"check": "Test suite", "bench": "Kernel benchmark", "sweep": "Config sweep", "roofline": "Roofline"}[step]
     head = [f"# {title} on {info.get('device', 'an unknown GPU')}", "",
             f"`modal run modal_app.py --job {step}`: {_provenance_line(info)}.", "",
             f"Command (in the container, from the kit's root): `{result.get('command', '?')}`", "",
@@ -623,7 +624,7 @@ def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str) -> 
                   "gpu_requested": gpu}
     out_dir = Path(out) if out else RESULTS_DIR
     fn = run_job_remote if gpu == DEFAULT_GPU else run_job_remote.with_options(gpu=gpu)
-    extra = {"check": "", "bench": bench_args, "sweep": sweep_args}
+    extra = {"check": "", "bench": bench_args, "sweep": sweep_args, "roofline": ""}
     verdicts = []
     for step in job_plan(job):
         print(f"running {step} on Modal ({gpu}), kit {provenance['kit_revision']} ...", file=sys.stderr)
@@ -641,10 +642,24 @@ def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str) -> 
         print(short)
         if step == "sweep" and result.get("json"):
             print(f"to write the winners into submission.py's table: python3 benchmarks/apply_table.py {paths[0]}")
+        if step == "roofline" and result.get("json"):
+            print(roofline_plot(result["json"], paths[0].with_suffix(".png")), file=sys.stderr)
         print(f"{step} results written to {paths[0]} and {paths[1]}", file=sys.stderr)
         verdicts.append((step, result))
     print("\n".join(f"{step}: {_step_verdict(result)}" for step, result in verdicts))
     return 0 if all(result.get("passed") for _, result in verdicts) else 1
+
+
+def roofline_plot(record: dict, path: Path) -> str:
+    """Draw a roofline record's plot here (the container's PNG does not come back; the plot is
+    a function of the record, benchmarks/roofline.py's ``plot``); a line saying where, or why not."""
+    try:
+        from benchmarks.roofline import plot
+        plot(record, path)
+    except Exception as exc:  # noqa: BLE001 - no matplotlib here, or a record without rows: said, not fatal
+        return (f"roofline plot not drawn ({type(exc).__name__}: {exc}); later: python3 -m benchmarks.roofline "
+                f"--plot-from {path.with_suffix('.json')} --out {path}")
+    return f"roofline plot written to {path}"
 
 
 def ab_markdown(result: dict, provenance: dict) -> str:
@@ -716,8 +731,9 @@ OPTION_HELP = {
             "check = the kit's whole test suite on the GPU (junit counts, failures); bench = "
             "benchmarks/bench_kernel.py (kernel times against the read ceiling); sweep = bench_kernel.py "
             "--sweep (every backend's configs ranked; apply the winners with benchmarks/apply_table.py); "
-            "all = check, bench, sweep in turn, each reported even if an earlier one failed. The jobs run "
-            "this checkout's files and write JSON and Markdown per step to --out"),
+            "roofline = bench_kernel.py --roofline (38 shapes against floor + bytes / read bandwidth; the "
+            "plot drawn here from the record); all = check, bench, sweep in turn, each reported even if an "
+            "earlier one failed. The jobs run this checkout's files and write JSON and Markdown per step to --out"),
     "submission": ("PATH", "eval: the submission file (default submission.py)"),
     "mode": ("|".join(MODES), "eval: test, benchmark or leaderboard; all = the three in turn, each only if "
              "the previous passed (default all)"),

@@ -76,7 +76,7 @@ def test_modal_run_help_describes_every_option(tmp_path):
     for name, (metavar, what) in modal_app.OPTION_HELP.items():
         assert f"--{name.replace('_', '-')} {metavar}" in text and " ".join(what.split()) in text, name
     assert "--mode test|benchmark|leaderboard|all" in text and "--harness kit|server|both" in text
-    assert "--job eval|check|bench|sweep|ab|all" in text
+    assert "--job eval|check|bench|sweep|roofline|ab|all" in text
     for job in ("check = the kit's whole test suite", "bench = benchmarks/bench_kernel.py", "sweep = bench_kernel.py",
                 "all = check, bench, sweep in turn"):
         assert job in text, job
@@ -459,7 +459,8 @@ def test_job_settings():
     imports, tests/ and benchmarks/)."""
     assert modal_app.JOB_OPTIONS == {"gpu": "B200", "timeout": modal_app.JOB_TIMEOUT_S}
     assert modal_app.JOB_TIMEOUT_S > max(modal_app.STEP_TIMEOUT_S.values())
-    assert set(modal_app.STEP_TIMEOUT_S) == set(modal_app.JOB_STEPS) == {"check", "bench", "sweep"}
+    assert set(modal_app.JOB_STEPS) == {"check", "bench", "sweep"}
+    assert set(modal_app.STEP_TIMEOUT_S) == set(modal_app.JOB_STEPS) | {"roofline"}
     spec = getattr(modal_app.run_job_remote, "_spec_", None)  # Modal internals: checked where present
     if spec is not None:
         assert spec.gpus == "B200"
@@ -475,7 +476,7 @@ def test_job_settings():
 
 
 JOB_ARG_ERRORS = [
-    (["--job", "bogus"], "--job must be one of eval, check, bench, sweep, ab, all, got 'bogus'"),
+    (["--job", "bogus"], "--job must be one of eval, check, bench, sweep, roofline, ab, all, got 'bogus'"),
     (["--gpu", "B300"], "--gpu must be a Modal GPU type"),
     (["--job", "check", "--gpu", "H100:x"], "got 'H100:x'"),
     (["--job", "bench", "--bench-args", "--no-such-option 1"], "unrecognized arguments: --no-such-option 1"),
@@ -680,7 +681,8 @@ def fake_kit(tmp_path, monkeypatch):
                                          "--reps", "80"]),
     ("sweep", "--backends 'cuda'", ["--sweep", "--json", "OUT/sweep.json", "--md", "OUT/sweep.md", "--backends",
                                     "cuda"]),
-], ids=["bench", "sweep"])
+    ("roofline", "", ["--roofline", "--json", "OUT/roofline.json", "--md", "OUT/roofline.md"]),
+], ids=["bench", "sweep", "roofline"])
 def test_bench_steps_pass_their_arguments_and_return_the_files(fake_kit, tmp_path, step, extra, argv):
     result = modal_app.job_step(step, extra, kit_dir=fake_kit, echo=False)
     seen = json.loads((tmp_path / "argv.json").read_text())
@@ -907,3 +909,23 @@ def test_preflight_lets_good_ab_arguments_through(monkeypatch):
     monkeypatch.chdir(ROOT)
     assert modal_app.preflight(["--job", "ab", "--against", "submission.py,tests/fixtures/good_submission.py",
                                 "--ab-args", "--rounds 30 --mode benchmark"]) is None
+
+
+def test_job_roofline_writes_its_record_and_draws_the_plot_here(tmp_path, monkeypatch, capsys):
+    """--job roofline: one step, bench_kernel.py --roofline in the container; its record and
+    Markdown written like the other jobs', and the plot (a function of the record) drawn on this
+    machine, since the container's PNG does not come back."""
+    pytest.importorskip("matplotlib")
+    record = json.loads((ROOT / "benchmarks" / "results" / "roofline-h100.json").read_text())
+    record["info"]["device"] = "NVIDIA B200"  # as a B200 container's run would name it
+    result = {"step": "roofline", **ENV, "command": "python3 benchmarks/bench_kernel.py --roofline", "returncode": 0,
+              "seconds": 60.0, "timed_out": False, "output_tail": "", "passed": True, "json": record,
+              "md": "# Roofline: time against floor + bytes / read bandwidth\n"}
+    fake = FakeJobs({"roofline": result})
+    monkeypatch.setattr(modal_app, "run_job_remote", fake)
+    entry(job="roofline", out=str(tmp_path / "out"))  # returns (exit 0) when every step passed
+    assert fake.calls == [("roofline", "")]
+    names = sorted(re.sub(r"\d{8}-\d{6}", "DATE", p.name) for p in (tmp_path / "out").iterdir())
+    assert names == ["roofline-nvidia-b200-DATE.json", "roofline-nvidia-b200-DATE.md", "roofline-nvidia-b200-DATE.png"]
+    assert next((tmp_path / "out").glob("*.png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "roofline plot written to" in capsys.readouterr().err
