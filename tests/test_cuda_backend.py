@@ -161,14 +161,10 @@ def test_b200_candidates_hold_the_leaders_geometry_for_each_benchmark_k():
         assert len(b200) == len(set(b200))
 
 
-@pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
-                                 (32, 2, 4, 4, 0, 1, 4, False), (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8),
-                                 (32, 1, 1, 1, 2, 1, 2, 0, 0, 0, 1, 2)])
-@pytest.mark.parametrize("cpu_scales", [False, True])
-def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
-    """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
-    and source for the config, the grid, the scalar arguments (plain or permuted scale
-    strides) and the five pointers of each call."""
+def _stub_cuda_launches(monkeypatch) -> tuple[list, list]:
+    """The cuda backend up to the driver call, on the CPU: a kernel is its name, and a launch
+    records what it was built with (``built``: name, grid, threads, scalars, scratch) and the data
+    pointers of each call (``launched``)."""
     built, launched = [], []
 
     class FakeLaunch:
@@ -183,6 +179,18 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
     monkeypatch.setattr(submission, "_cuda_function", lambda dev, cfg, full, plain, probe=False:
                         submission.cuda_kernel(cfg, full, plain, probe)[0])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    return built, launched
+
+
+@pytest.mark.parametrize("cfg", [(32, 1, 8, 4, 0), (16, 2, 4, 2, 1), (8, 4, 2, 4, 0, 2, 1, True),
+                                 (32, 2, 4, 4, 0, 1, 4, False), (8, 2, 4, 1, 3, 1, 2, 0, 2, 1, 8),
+                                 (32, 1, 1, 1, 2, 1, 2, 0, 0, 0, 1, 2)])
+@pytest.mark.parametrize("cpu_scales", [False, True])
+def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
+    """Everything of the cuda backend up to the driver call, on the CPU: the kernel's name
+    and source for the config, the grid, the scalar arguments (plain or permuted scale
+    strides) and the five pointers of each call."""
+    built, launched = _stub_cuda_launches(monkeypatch)
     m, k, l = 256, 1536, 3
     data = _gen(m, k, l, 1, device="cpu")
     plain = not cpu_scales
@@ -344,20 +352,7 @@ def test_load_6_falls_back_to_load_0_where_a_is_not_32_byte_aligned(monkeypatch)
     """A 32-byte load needs a 32-byte aligned a: the launcher builds load 0 (the same values)
     for an a 16 bytes off, and load 6 for an aligned one; the per-call fast path compares
     pointers mod 32, so a call with the other alignment takes the first-call path again."""
-    built = []
-
-    class FakeLaunch:
-        def __init__(self, fn, grid, threads, scalars, scratch=None, groups=0):
-            built.append(fn)
-
-        def __call__(self, *ptrs):
-            pass
-
-    monkeypatch.setattr(submission, "_CUDA_LAUNCH", {})
-    monkeypatch.setattr(submission, "_CudaLaunch", FakeLaunch)
-    monkeypatch.setattr(submission, "_cuda_function", lambda dev, cfg, full, plain, probe=False:
-                        submission.cuda_kernel(cfg, full, plain, probe)[0])
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    launches, _ = _stub_cuda_launches(monkeypatch)
     m, k, l = 128, 2048, 2
     cfg = submission.CudaConfig(lpr=16, rpt=1, u=4, warps=4, decode="dp4a-sr", load=6)
     aligned = _gen(m, k, l, 3, device="cpu")
@@ -368,6 +363,7 @@ def test_load_6_falls_back_to_load_0_where_a_is_not_32_byte_aligned(monkeypatch)
     assert a16.data_ptr() % 32 == 16 and a16.stride() == aligned[0].stride()
     for data in (aligned, (a16,) + aligned[1:]):
         submission._cuda_run(data, m, k, l, cfg)
+    built = [name for name, *_ in launches]
     if aligned[0].data_ptr() % 32 == 0:
         assert "_261_" in built[0] and "_201_" in built[1], built  # v 2, load 6 / load 0, pipe 1
     else:
