@@ -660,27 +660,23 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
             break
         worker_set = max(w for w in range(args.workers) if starts[w] <= index)
         if index == starts[worker_set]:
+            # Each set starts its processes, warms them and runs its first round in an order that
+            # alternates from set to set: with every set warming BASE first (and so starting BASE's
+            # process first: a worker's process is spawned by its first call, and until 2026-11-25
+            # the warm-up, in file order, was that call), a 24-set A/A run on an H100 read the
+            # second file slower by 0.45% and 0.62% on two shapes, and with the labels swapped
+            # (--new-first) the second file was still the slower one (benchmarks/RESULTS.md,
+            # "eval.py ab calibration", item 5; 15 sets all started BASE first: NEW +0.20-0.56%).
+            set_order = [timed[i] for i in round_order(len(timed), worker_set)]
             if worker_set:
                 _progress(f"[ab] worker set {worker_set + 1}/{args.workers}: a fresh process per file")
-                # Started in an order that alternates from set to set: the order in which the
-                # processes start can favour one steadily (an A/A run on an H100 whose 15 sets
-                # all started BASE first gave NEW +0.20% to +0.56% on every shape).
                 for w in workers.values():
                     w.close()
                 workers.clear()
-                workers.update(_new_workers([timed[i] for i in round_order(len(timed), worker_set)], args))
-                # A worker's process is spawned by its first call: start them here, in this
-                # order (until 2026-11-25 nothing did, and the warm-up below, then always in file
-                # order, started them: the second file's process started second in every set).
+                workers.update(_new_workers(set_order, args))
                 for w in workers.values():
                     w.start()
-            # Warmed, and the set's first round run, in an order that alternates from set to set
-            # too: with every set warming BASE first (and so starting BASE's process first), a
-            # 24-set A/A run on an H100 read the second file slower by 0.45% and 0.62% on two
-            # shapes, and with the files' labels swapped (--new-first) the second file was still
-            # the slower one (2026-11-25, benchmarks/RESULTS.md, "eval.py ab calibration", item 5).
-            warm_order = [timed[i] for i in round_order(len(timed), worker_set)]
-            for f in warm_order:
+            for f in set_order:
                 _progress(f"[ab] warming {f['label']} ({args.mode} warm-up)")
                 ev.warm_up(workers[f["label"]], cases["timed"], leaderboard)
         alive = [f for f in timed if f["passed"]]
@@ -688,7 +684,7 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
         entry = {"index": index, "worker_set": worker_set, "order": [f["label"] for f in order],
                  "times": {f["label"]: {} for f in order}}
         if index == starts[worker_set]:
-            entry["warm_order"] = [f["label"] for f in warm_order]
+            entry["warm_order"] = [f["label"] for f in set_order]
         r0 = time.monotonic()
         if monitor:
             monitor.start()
