@@ -49,7 +49,6 @@ import quant  # noqa: E402
 import reference  # noqa: E402
 import submission as S  # noqa: E402
 from benchmarks import timing  # noqa: E402
-from utils import clear_l2_cache  # noqa: E402
 
 SMALL_SHAPES = [(128, 256, 1), (128, 1536, 1), (128, 3072, 1), (256, 7168, 1), (2432, 4608, 2), (384, 7168, 2),
                 (512, 512, 2), (512, 4096, 2), (512, 1536, 2), (128, 16384, 1), (256, 16384, 1), (1024, 7168, 1),
@@ -113,14 +112,7 @@ def interleaved(cfgs: list, data, rounds: int) -> dict:
     times = {c: [] for c in cfgs}
     for r in range(rounds):
         for c in (cfgs if r % 2 == 0 else cfgs[::-1]):
-            torch.cuda.synchronize()
-            clear_l2_cache()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            S.run_backend("cuda", data, c)
-            end.record()
-            torch.cuda.synchronize()
-            times[c].append(start.elapsed_time(end) * 1e3)
+            times[c].append(timing.harness_call(lambda d, c=c: S.run_backend("cuda", d, c), data))
     return times
 
 

@@ -349,21 +349,24 @@ def policy_text(res: dict) -> str:
 
 # --------------------------------------------------------------------------- harness protocol
 
+def harness_call(fn: Callable, data) -> float:
+    """µs of one ``fn(data)`` under the leaderboard's protocol: sync, clear L2, event, fn(data),
+    event, sync."""
+    torch.cuda.synchronize()
+    clear_l2_cache()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(data)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3
+
+
 def harness_times(fn: Callable, data, reps: int = 20, warmup: int = 2) -> list[float]:
-    """The leaderboard's protocol per call: sync, clear L2, event, fn(data), event, sync."""
+    """``harness_call`` ``reps`` times, after ``warmup`` untimed calls."""
     for _ in range(warmup):
         fn(data)
-    times = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        clear_l2_cache()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(data)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return times
+    return [harness_call(fn, data) for _ in range(reps)]
 
 
 @triton.jit
