@@ -270,12 +270,9 @@ class CudaConfig(NamedTuple):
         of fields in order, trailing ones optional; the decode by name, or by its number in the
         positional form configs were recorded in before they had names (0 dp4a, 1 f16x2, 2 dp4a-sr,
         3 dp4a-sr2)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            return cls.parse(value)
-        if isinstance(value, dict):
-            return cls(**value)
+        cfg = _config_from(cls, value)
+        if cfg is not None:
+            return cfg
         fields = list(value)
         if not 5 <= len(fields) <= len(cls._fields) or not all(isinstance(x, int) for x in fields[:4] + fields[5:]):
             raise ValueError(f"cuda takes 5 to {len(cls._fields)} numbers ({', '.join(cls._fields)}; decode by its "
@@ -1454,12 +1451,9 @@ class TritonConfig(NamedTuple):
         """A TritonConfig from itself, from a dict of fields, from text (``parse``) or from a
         sequence of fields in order: at least the four integers block_m, block_g, warps, stages
         (the positional form configs were recorded in before they had names)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            return cls.parse(value)
-        if isinstance(value, dict):
-            return cls(**value)
+        cfg = _config_from(cls, value)
+        if cfg is not None:
+            return cfg
         fields = tuple(value)
         if not 4 <= len(fields) <= len(cls._fields) or not all(isinstance(x, int) for x in fields[:4]):
             raise ValueError(f"triton takes 4 numbers (block_m, block_g, warps, stages), got {len(fields)}")
@@ -2079,6 +2073,18 @@ def _parse_config(cls, text: str):
     if missing:
         raise ValueError(f"{text!r}: {', '.join(missing)} missing")
     return cls(**fields)
+
+
+def _config_from(cls, value):
+    """``value`` as a config of type ``cls`` when it is one, text (``cls.parse``) or a dict of
+    fields; None for a sequence (each type's ``of`` reads its own positional form)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        return cls.parse(value)
+    if isinstance(value, dict):
+        return cls(**value)
+    return None
 
 
 def _pinned_configs() -> dict:
