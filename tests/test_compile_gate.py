@@ -196,7 +196,14 @@ def test_the_shipped_compile_table_is_current(compiled):
     (what the gate just compiled), and in the cuda section one row per config and arch that
     the cuda backend can launch. If this fails, rerun ``python3 benchmarks/compile_table.py``."""
     shipped = ct.OUT_MD.read_text()
+    recorded = re.findall(r"^## Triton (\S+)$", shipped, re.M)
+    if os.environ.get("CI"):
+        assert compiled["installed"]["triton"] in recorded, (compiled["installed"]["triton"], recorded)
     for result in (r for r in compiled.values() if r):
+        if result["triton"] not in recorded:
+            # The table records the Triton versions CI compiles with (the project's and the
+            # server's); a machine with another one (the GPU machines' 3.6) has nothing to compare.
+            continue
         rows = [line for line in ct.markdown(result).splitlines() if line.startswith("| ")]
         assert _section_rows(shipped, f"## Triton {result['triton']}") == rows, result["triton"]
     cuda = {line.split(" | ")[0][2:] + " | " + line.split(" | ")[1]
