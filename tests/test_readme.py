@@ -36,6 +36,13 @@ TIMEOUT_S = 300
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info", "build",
                                      ".venv", "venv", ".whl", ".gl")
 CUDA_WORDS = re.compile(r"needs? a CUDA GPU")
+# Commands on the CuTe DSL example need the DSL (the `cute` extra; CI installs it, the GPU machines lack it).
+CUTE_EXAMPLE = "examples/cute_gemv.py"
+
+
+def has_cute_dsl() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("cutlass") is not None
 
 
 def readme_commands(text: str) -> list[tuple[int, str, str]]:
@@ -232,6 +239,8 @@ def test_readme_command(repo_copy, doc, number, command, comment):
     why = not_run_reason(command)
     if why:
         pytest.skip(f"not run: {why}")
+    if CUTE_EXAMPLE in command and not has_cute_dsl():
+        pytest.skip("needs nvidia-cutlass-dsl, not installed here: pip install -e '.[cute]'")
     needs_cuda = CUDA_MARK in comment
     if needs_cuda and HAS_CUDA:
         pytest.skip("needs CUDA: .ci/gpu-run runs the GPU commands on a CUDA machine")
