@@ -667,6 +667,8 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
             # second file slower by 0.45% and 0.62% on two shapes, and with the labels swapped
             # (--new-first) the second file was still the slower one (benchmarks/RESULTS.md,
             # "eval.py ab calibration", item 5; 15 sets all started BASE first: NEW +0.20-0.56%).
+            # In this order (and with the processes started here, below) the 24-set A/A of kit
+            # f0455a2 held 1.0 on every shape (item 8).
             set_order = [timed[i] for i in round_order(len(timed), worker_set)]
             if worker_set:
                 _progress(f"[ab] worker set {worker_set + 1}/{args.workers}: a fresh process per file")
