@@ -91,6 +91,12 @@ def dsl_version() -> str | None:
         return None
 
 
+def dsl_installed() -> bool:
+    """Whether the CUTLASS DSL is installed and ``import cutlass`` finds it (``add_dsl_paths`` first)."""
+    add_dsl_paths()
+    return dsl_version() is not None and importlib.util.find_spec("cutlass") is not None
+
+
 def one_line(exc: BaseException) -> str:
     """An exception of the DSL (or any) as one line: its type and the first line that says
     ``error`` in its message or its causes' (the DSL wraps compiler failures in an "ICE"
@@ -309,14 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     if not is_cute_source(text):
         print(f"{path}: not a CuTe DSL submission (it imports no `cutlass`): nothing to compile")
         return EXIT_USAGE
-    add_dsl_paths()
-    version = dsl_version()
-    if version is None or importlib.util.find_spec("cutlass") is None:
+    if not dsl_installed():
         print(f"error: the CUTLASS DSL ({DSL_DIST}) is not installed here: python3 -m pip install -e \".[cute]\"",
               file=sys.stderr)
         return EXIT_USAGE
     results = [run_arch(path.resolve(), arch, shapes) for arch in archs]
-    version = next((r["version"] for r in results if r.get("version")), version)
+    version = next((r["version"] for r in results if r.get("version")), dsl_version())
     print(f"{path}: {DSL_DIST} {version}; shapes: {args.shapes}; no GPU used (launches skipped, results unchecked)")
     ok = True
     for res in results:

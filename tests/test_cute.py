@@ -20,8 +20,7 @@ import reference
 EXAMPLE = ROOT / "examples" / "cute_gemv.py"
 BAD = ROOT / "tests" / "fixtures" / "cute_bad_fp4_convert.py"
 
-cute_check.add_dsl_paths()
-HAS_DSL = importlib.util.find_spec("cutlass") is not None and cute_check.dsl_version() is not None
+HAS_DSL = cute_check.dsl_installed()
 requires_dsl = pytest.mark.skipif(not HAS_DSL, reason="nvidia-cutlass-dsl not installed: pip install -e '.[cute]'")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import HAS_CUDA, ROOT
 
+import cute_check
 import eval as ev
 
 README = ROOT / "README.md"
@@ -38,11 +39,6 @@ COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".r
 CUDA_WORDS = re.compile(r"needs? a CUDA GPU")
 # Commands on the CuTe DSL example need the DSL (the `cute` extra; CI installs it, the GPU machines lack it).
 CUTE_EXAMPLE = "examples/cute_gemv.py"
-
-
-def has_cute_dsl() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("cutlass") is not None
 
 
 def readme_commands(text: str) -> list[tuple[int, str, str]]:
@@ -239,7 +235,7 @@ def test_readme_command(repo_copy, doc, number, command, comment):
     why = not_run_reason(command)
     if why:
         pytest.skip(f"not run: {why}")
-    if CUTE_EXAMPLE in command and not has_cute_dsl():
+    if CUTE_EXAMPLE in command and not cute_check.dsl_installed():
         pytest.skip("needs nvidia-cutlass-dsl, not installed here: pip install -e '.[cute]'")
     needs_cuda = CUDA_MARK in comment
     if needs_cuda and HAS_CUDA:
