@@ -152,7 +152,7 @@ def test_results_is_the_current_state_and_short():
     section the current state; the history lives in benchmarks/history/."""
     lines = RESULTS.read_text().splitlines()
     assert len(lines) <= RESULTS_MAX_LINES, f"RESULTS.md has {len(lines)} lines"
-    assert [h for h in headings(RESULTS)][:2] == ["Kernel benchmark results", "Current state"]
+    assert headings(RESULTS)[:2] == ["Kernel benchmark results", "Current state"]
 
 
 @pytest.mark.parametrize("path", [RESULTS, NOTES, *sorted(HISTORY.glob("*.md"))], ids=lambda p: p.name)
