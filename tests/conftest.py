@@ -106,7 +106,7 @@ def kernel_backends(sub) -> list:
 FILE_WEIGHTS = {
     "test_ab.py": 360, "test_eval_protocol.py": 300, "test_submission.py": 210, "test_audit.py": 180,
     "test_cuda_backend.py": 150, "test_triton_kernel.py": 150, "test_readme.py": 120, "test_starter.py": 90,
-    "test_modal_app.py": 60, "test_compile_gate.py": 60, "test_eval_units.py": 45, "test_bench_kernel.py": 45,
+    "test_modal_app.py": 75, "test_compile_gate.py": 60, "test_eval_units.py": 45, "test_bench_kernel.py": 45,
     "test_compare.py": 45, "test_cute.py": 30, "test_quant.py": 30, "test_reference.py": 30, "test_verify.py": 30,
     "test_apply_table.py": 30, "test_roofline.py": 30, "test_registry.py": 30, "test_read_policies.py": 20,
     "test_floor.py": 20, "test_sass_count.py": 15, "test_isolation.py": 10, "test_parts.py": 30, "test_contract.py": 30,
