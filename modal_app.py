@@ -30,8 +30,10 @@ by step, GPU model and date, with the driver, torch and triton versions and the 
 revision ("-dirty": tracked files changed).
 
 Options: see ``OPTION_HELP`` (``modal run modal_app.py --help`` prints it). Arguments are
-checked when `modal run` loads this module, before Modal is contacted, and so is Modal itself
-(a token, the network): what stops the run is one line, exit 2.
+checked when `modal run` loads this module, before Modal is contacted, then the files a job sends
+against the server's upload rules, then Modal itself (a token, the network): what stops the run
+is one line, exit 2. ``--image`` picks the container image (``IMAGES``: the leaderboard-era pins,
+or kernelbot's runner image now); only that one is defined, and every result records it.
 
 The bodies of the GPU functions are ``evaluate`` and ``job_step``, plain Python that runs
 anywhere (the tests run them on CPU: test mode with stand-in server files; a small suite; a
@@ -89,6 +91,33 @@ TORCH_PACKAGES = ("torch==2.9.1", "triton==3.5.1")  # triton: the version torch 
 # numpy; the CUTLASS DSL, which the server's eval.py imports (its OpError), at the version of
 # the GPU MODE runner image that also pinned torch 2.9.1 from cu130.
 PYPI_PACKAGES = ("numpy==2.3.5", "nvidia-cutlass-dsl==4.3.5")
+# --image runner: the image of GPU MODE's Modal runner as it is now, gpu-mode/kernelbot
+# src/runners/modal_runner.py at 4bdd839ad76eaac0cdab986d30f8d77f989a289b (2026-07-15; the image
+# last changed in ae732f7bf6f9, 2026-07-06): its CUDA base and Python, its apt packages, its pip
+# installs (one step per tuple, in its order, by uv as there; torch last, from PyPI), the CUTLASS
+# C++ headers and the MathDx archive with the include paths it sets. Left out: its build-time checks
+# (pip check, import and compile smoke tests).
+RUNNER_CUDA_IMAGE = "nvidia/cuda:13.3.0-devel-ubuntu24.04"
+RUNNER_PYTHON_VERSION = "3.13"
+RUNNER_APT_PACKAGES = ("git", "curl", "gcc-13", "g++-13", "clang-18")
+RUNNER_PIP_STEPS = (
+    ("ninja~=1.11", "wheel~=0.45", "requests~=2.32.4", "packaging~=25.0", "numpy~=2.3", "pytest", "PyYAML"),
+    ("tinygrad~=0.10", "helion"),
+    ("nvidia-cutlass-dsl==4.5.2", "cuda-core[cu13]", "cuda-python[all]==13.0", "cuda-tile==1.4.0",
+     "nvmath-python[cu13-dx]==0.9.0", "nvidia-libmathdx-cu13==0.3.2.6", "cuda-toolkit[cccl,nvrtc]==13.0.2"),
+    ("torch==2.12.0",),
+)
+RUNNER_CUTLASS_TAG = "v4.5.2"  # the C++ headers, in /opt/cutlass
+RUNNER_MATHDX = {"version": "26.06.0",
+                 "url": "https://developer.download.nvidia.com/compute/cublasdx/redist/cublasdx/cuda13/"
+                        "nvidia-mathdx-26.06.0-cuda13.tar.gz",
+                 "sha256": "042b7c57a636c271cca32dffcc0a822ed6b2abc0b8ef5703ab2445d58563a1e6"}
+RUNNER_ENV = {"CUTLASS_PATH": "/opt/cutlass", "MATHDX_HOME": "/opt/mathdx",
+              "CPLUS_INCLUDE_PATH": "/opt/mathdx/include:/opt/mathdx/external/cutlass/include:"
+                                    "/opt/cutlass/include:/opt/cutlass/tools/util/include"}
+IMAGES = ("leaderboard", "runner")  # --image: the pins above, or kernelbot's runner image now
+DEFAULT_IMAGE = "leaderboard"
+ENV_IMAGE = "NVFP4_MODAL_IMAGE"  # set in each image, so that a container records the one it ran in
 SERVER_FILES = kit_eval.SERVER_FILES  # what the server copies
 LAYOUT_FILES = (*SERVER_FILES, *kit_eval.KIT_SUPPORT_FILES)  # ... and what the kit's reference.py imports
 KIT_FILES = (*LAYOUT_FILES, "shapes.json")
@@ -141,6 +170,8 @@ JOB_SET_OPTIONS = ("json", "md", "sweep")
 MODAL_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
               "H100", "H100!", "H200", "B200", "B200+")
 OUTPUT_TAIL_LINES = 200  # of a step's output, kept in its result
+# What a job's record says of the container it ran in (job_environment's keys).
+ENVIRONMENT_KEYS = ("device", "driver", "torch", "triton", "python", "date", "image", "cutlass_dsl")
 # One ab run's limit (its process is stopped there): ab's defaults time 20 rounds x 3 shapes x 50
 # leaderboard calls per file; not yet run on a B200, the limit is set generously for several
 # --against files and larger --ab-args.
@@ -164,17 +195,102 @@ def server_fetch_commands(commit: str = SERVER_COMMIT, dest: str = SERVER_DIR,
     ]
 
 
+def _flag(argv: list[str], name: str, default: str) -> str:
+    """The value of option ``name`` in ``argv`` (the last one given wins, as in click)."""
+    value = default
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _loaded_by_modal_run() -> bool:
+    prog = Path(sys.argv[0])
+    is_modal = prog.name == "modal" or (prog.name == "__main__.py" and prog.parent.name == "modal")
+    return is_modal and "run" in sys.argv[1:3] and modal.is_local()
+
+
+def selected_image(argv: list[str] | None = None) -> str:
+    """The image this module builds its functions on: in a container, the one it runs in (ENV_IMAGE);
+    under `modal run`, its --image (a value that is none of IMAGES builds the default, and the
+    preflight refuses it); else the default."""
+    if not modal.is_local():
+        return os.environ.get(ENV_IMAGE, DEFAULT_IMAGE)
+    if argv is None:
+        argv = sys.argv[2:] if _loaded_by_modal_run() else []
+    chosen = _flag(argv, "--image", DEFAULT_IMAGE)
+    return chosen if chosen in IMAGES else DEFAULT_IMAGE
+
+
+def runner_header_commands() -> tuple[str, ...]:
+    """Shell steps that put the runner image's CUTLASS C++ headers and MathDx in /opt, as it has them."""
+    archive = "/tmp/mathdx.tar.gz"
+    return (f"git clone --quiet --depth 1 --branch {RUNNER_CUTLASS_TAG} https://github.com/NVIDIA/cutlass.git "
+            "/opt/cutlass",
+            f"curl -fsSL {RUNNER_MATHDX['url']} -o {archive} && echo '{RUNNER_MATHDX['sha256']}  {archive}' "
+            f"| sha256sum -c - && mkdir -p /opt/mathdx && tar -xzf {archive} --strip-components=4 -C /opt/mathdx "
+            f"&& rm {archive}")
+
+
+def image_steps(kind: str) -> list[tuple]:
+    """The build of image ``kind`` as data, step by step: ("registry", tag, python), ("apt", packages),
+    ("pip", packages, index URL or None), ("uv", packages), ("run", commands), ("env", variables).
+    Both end with the server's files (a git step) and ENV_IMAGE."""
+    if kind == "leaderboard":
+        steps = [("registry", CUDA_IMAGE, PYTHON_VERSION), ("apt", ("git",)),
+                 ("pip", TORCH_PACKAGES, TORCH_INDEX_URL), ("pip", PYPI_PACKAGES, None)]
+    elif kind == "runner":
+        steps = [("registry", RUNNER_CUDA_IMAGE, RUNNER_PYTHON_VERSION),
+                 ("run", ('ln -sf "$(command -v python)" /usr/local/bin/python3',)),
+                 ("apt", RUNNER_APT_PACKAGES), *(("uv", packages) for packages in RUNNER_PIP_STEPS),
+                 ("run", runner_header_commands()), ("env", RUNNER_ENV)]
+    else:
+        raise ValueError(f"--image must be one of {', '.join(IMAGES)}, got {kind!r}")
+    fetch = tuple(c for date, commit in SERVER_COMMITS.items()
+                  for c in server_fetch_commands(commit, SERVER_DIRS[date]))
+    return [*steps, ("run", fetch), ("env", {ENV_IMAGE: kind})]
+
+
+IMAGE_SOURCES = {"leaderboard": "the nvfp4_gemv leaderboard's time: torch 2.9.1 from cu130 with its triton, the "
+                                 "CUTLASS DSL of kernelbot's runner image at 3777200a0a06 (2026-01-17)",
+                 "runner": "gpu-mode/kernelbot src/runners/modal_runner.py at 4bdd839ad76eaac0cdab986d30f8d77f989a289b"}
+
+
+def image_summary(kind: str) -> dict:
+    """What image ``kind`` pins, for the records: its base, Python, the packages of its install
+    steps, and where the pins come from."""
+    steps = image_steps(kind)
+    return {"image": kind, "base": steps[0][1], "python": steps[0][2],
+            "packages": [p for op, *args in steps if op in ("pip", "uv") for p in args[0]],
+            "source": IMAGE_SOURCES[kind]}
+
+
+def build_base_image(kind: str) -> modal.Image:
+    """The Modal image of ``image_steps(kind)`` (built by Modal when a function on it first runs)."""
+    img = None
+    for op, *args in image_steps(kind):
+        if op == "registry":
+            img = modal.Image.from_registry(args[0], add_python=args[1]).entrypoint([])
+        elif op == "apt":
+            img = img.apt_install(*args[0])
+        elif op == "pip":
+            img = img.pip_install(*args[0], index_url=args[1]) if args[1] else img.pip_install(*args[0])
+        elif op == "uv":  # kernelbot's installer; pip where this modal has no uv_pip_install
+            img = getattr(img, "uv_pip_install", img.pip_install)(*args[0])
+        elif op == "run":
+            img = img.run_commands(*args[0])
+        elif op == "env":
+            img = img.env(args[0])
+    return img
+
+
 # In the container the kit files sit in /root beside this module, as they do locally; the
-# server's files in SERVER_DIR (a build step: local files have to come last).
-base_image = (
-    modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON_VERSION)
-    .entrypoint([])
-    .apt_install("git")
-    .pip_install(*TORCH_PACKAGES, index_url=TORCH_INDEX_URL)
-    .pip_install(*PYPI_PACKAGES)
-    .run_commands(*[c for date, commit in SERVER_COMMITS.items()
-                    for c in server_fetch_commands(commit, SERVER_DIRS[date])])
-)
+# server's files in SERVER_DIR (a build step: local files have to come last). Only the selected
+# image is defined, so `modal run` builds no other.
+IMAGE_KIND = selected_image()
+base_image = build_base_image(IMAGE_KIND)
 image = base_image
 for _name in KIT_FILES:
     image = image.add_local_file(HERE / _name, f"/root/{_name}")
@@ -235,6 +351,11 @@ def gpu_name() -> str:
     return _smi("name") or "cpu (no CUDA)"
 
 
+def image_in_use() -> str:
+    """The image this process runs in (one of IMAGES, from ENV_IMAGE), or "none" outside them."""
+    return os.environ.get(ENV_IMAGE) or "none"
+
+
 def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
              test_shapes: list[dict] | None = None, benchmark_shapes: list[dict] | None = None,
              kit_dir: str | Path = HERE, harness: str = "kit", server_dir: str | Path | None = None,
@@ -256,7 +377,7 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
     env = {"POPCORN_SEED": None, kit_eval.ENV_LOG_MEDIAN: "1" if harness == "kit" else None,
            kit_eval.ENV_HARNESS_DATE: harness_date if harness == "kit" else None}
     server_dir = server_dir or SERVER_DIRS[harness_date]
-    result = {"device": gpu_name(), "harness": harness, "harness_date": harness_date,
+    result = {"device": gpu_name(), "image": image_in_use(), "harness": harness, "harness_date": harness_date,
               "revision": harness_revision(harness, server_dir), "passed": True, "modes": {}}
     with tempfile.TemporaryDirectory(prefix="nvfp4_eval_") as tmp:
         work = Path(tmp)
@@ -320,7 +441,8 @@ def job_environment() -> dict:
         except importlib.metadata.PackageNotFoundError:
             return "not installed"
     return {"device": gpu_name(), "driver": _smi("driver_version") or "none", "torch": version("torch"),
-            "triton": version("triton"), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+            "triton": version("triton"), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"),
+            "image": image_in_use(), "cutlass_dsl": version("nvidia-cutlass-dsl")}
 
 
 def run_logged(cmd: list[str], cwd: str | Path, timeout: float, echo: bool = True) -> tuple[int, str, bool]:
@@ -514,7 +636,8 @@ def _slug(name: str) -> str:
 
 def _provenance_line(info: dict) -> str:
     return (f"{info.get('device', '?')}, driver {info.get('driver', '?')}, torch {info.get('torch', '?')}, "
-            f"triton {info.get('triton', '?')}, Python {info.get('python', '?')}; {info.get('date', '?')}; "
+            f"triton {info.get('triton', '?')}, Python {info.get('python', '?')}, image "
+            f"{info.get('image') or info.get('image_requested', '?')}; {info.get('date', '?')}; "
             f"kit {info.get('kit_revision', '?')} (kernel revision {info.get('kernel_revision', '?')})")
 
 
@@ -565,7 +688,7 @@ def job_report(result: dict, provenance: dict) -> tuple[dict, str, str]:
     ``info`` completed with the driver and the checkout's revision, plus ``job``; check:
     ``info``, ``job``, the junit counts, failures and skip reasons."""
     step = result["step"]
-    env = {k: result[k] for k in ("device", "driver", "torch", "triton", "python", "date") if k in result}
+    env = {k: result[k] for k in ENVIRONMENT_KEYS if k in result}
     job = {k: result.get(k) for k in ("step", "command", "returncode", "seconds", "timed_out", "passed", "error",
                                       "output_tail")}
     bench = result.get("json") if step != "check" else None
@@ -614,14 +737,14 @@ def write_report(out_dir: Path, record: dict, markdown: str, step: str, when: st
     return paths
 
 
-def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str) -> int:
+def run_jobs(job: str, gpu: str, out: str, bench_args: str, sweep_args: str, image: str = DEFAULT_IMAGE) -> int:
     """The local side of the jobs: each step in its own container, in turn; each one's results
     printed and written as soon as it returns, whatever the earlier ones did. Exit status: 0
     every step passed, 1 one failed (2: Modal could not be reached; stops at once)."""
     from benchmarks.apply_table import kernel_revision, kit_revision
 
     provenance = {"kit_revision": kit_revision(HERE), "kernel_revision": kernel_revision(HERE / "submission.py"),
-                  "gpu_requested": gpu}
+                  "gpu_requested": gpu, "image_requested": image, "image_pins": image_summary(image)}
     out_dir = Path(out) if out else RESULTS_DIR
     fn = run_job_remote if gpu == DEFAULT_GPU else run_job_remote.with_options(gpu=gpu)
     extra = {"check": "", "bench": bench_args, "sweep": sweep_args, "roofline": ""}
@@ -666,7 +789,7 @@ def ab_markdown(result: dict, provenance: dict) -> str:
     """The Markdown of one --job ab result: what ran where, the files, ab's table."""
     import ab
 
-    info = {**{k: result.get(k) for k in ("device", "driver", "torch", "triton", "python", "date")}, **provenance}
+    info = {**{k: result.get(k) for k in ENVIRONMENT_KEYS}, **provenance}
     lines = [f"# A/B timing on {info.get('device') or 'an unknown GPU'}", "",
              f"`modal run modal_app.py --job ab`: {_provenance_line(info)}.", "",
              f"Command (in the container, from the kit's root): `{result.get('command', '?')}`", ""]
@@ -682,13 +805,13 @@ def ab_markdown(result: dict, provenance: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_ab(submission: str, against: str, gpu: str, out: str, ab_args: str) -> int:
+def run_ab(submission: str, against: str, gpu: str, out: str, ab_args: str, image: str = DEFAULT_IMAGE) -> int:
     """The local side of --job ab: one remote call, its table printed, JSON and Markdown written
     under --out (default benchmarks/results/ab-GPU-DATE.*). Exit status 0 when ab passed, else 1."""
     from benchmarks.apply_table import kernel_revision, kit_revision
 
     provenance = {"kit_revision": kit_revision(HERE), "kernel_revision": kernel_revision(HERE / "submission.py"),
-                  "gpu_requested": gpu}
+                  "gpu_requested": gpu, "image_requested": image, "image_pins": image_summary(image)}
     new = {"name": Path(submission).name, "source": Path(submission).read_text()}
     bases = [{"name": Path(item).name, "source": Path(item).read_text()} for item in against_items(against)]
     fn = run_ab_remote if gpu == DEFAULT_GPU else run_ab_remote.with_options(gpu=gpu)
@@ -703,8 +826,8 @@ def run_ab(submission: str, against: str, gpu: str, out: str, ab_args: str) -> i
         result = {"step": "ab", "device": gpu, "passed": False, "files": [],
                   "error": f"the remote run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}"}
     markdown = ab_markdown(result, provenance)
-    record = {"info": {**{k: result.get(k) for k in ("device", "driver", "torch", "triton", "python", "date")},
-                       **provenance}, "job": {k: v for k, v in result.items() if k != "json"}, "ab": result.get("json")}
+    record = {"info": {**{k: result.get(k) for k in ENVIRONMENT_KEYS}, **provenance},
+              "job": {k: v for k, v in result.items() if k != "json"}, "ab": result.get("json")}
     out_dir = Path(out) if out else RESULTS_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"ab-{_slug(result.get('device') or 'unknown')}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -759,6 +882,11 @@ OPTION_HELP = {
                 "one container on one GPU); comma-separated for several"),
     "ab_args": ("ARGS", "ab: more options for python3 eval.py ab, one quoted string (e.g. \"--rounds 30 --mode "
                 "benchmark\"); checked before Modal is contacted"),
+    "image": ("|".join(IMAGES), "the container image, for every job: leaderboard = the pins of the nvfp4_gemv "
+              f"leaderboard's time (CUDA {CUDA_IMAGE.split(':')[1].split('-')[0]}, Python {PYTHON_VERSION}, "
+              f"{', '.join(TORCH_PACKAGES)}; default); runner = GPU MODE's Modal runner image now (kernelbot "
+              f"4bdd839: CUDA {RUNNER_CUDA_IMAGE.split(':')[1].split('-')[0]}, Python {RUNNER_PYTHON_VERSION}, "
+              f"{RUNNER_PIP_STEPS[-1][0]}, {RUNNER_PIP_STEPS[2][0]}); recorded in every result"),
 }
 
 
@@ -853,17 +981,31 @@ def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
         problem = kit_eval.submission_problem(Path(item))
         if problem:
             return f"error: {problem}"
+        problem = upload_problem(item)
+        if problem:
+            return problem
     if not against_items(against):
         return "error: --job ab needs --against BASE[,BASE...]: the submission files to time --submission against"
     return ab_args_problem(ab_args) if ab_args.strip() else None
 
 
+def upload_problem(path: str) -> str | None:
+    """The server's upload rules (``eval.static_problems``: empty, size, UTF-8, the forbidden word)
+    for an existing file: one line naming the file and every rule it breaks, or None."""
+    problems = kit_eval.static_problems(Path(path))
+    if problems:
+        return f"error: {path} breaks the server's upload rules, so nothing is sent: " + "; ".join(problems)
+    return None
+
+
 def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval", gpu: str = DEFAULT_GPU,
                bench_args: str = "", sweep_args: str = "", harness_date: str = kit_eval.HARNESS_DATE,
-               against: str = "", ab_args: str = "") -> str | None:
-    """The first argument error (a message), or None. ``runs`` may be the raw text."""
+               against: str = "", ab_args: str = "", image: str = DEFAULT_IMAGE) -> str | None:
+    """The first argument error (a message), or None. ``runs`` may be the raw text. The files a job
+    sends (eval: --submission; ab: --submission and each --against) must keep the upload rules."""
     for flag, value, choices in (("--job", job, JOBS), ("--mode", mode, MODES), ("--harness", harness, HARNESSES),
-                                 ("--harness-date", harness_date, kit_eval.HARNESS_DATES)):
+                                 ("--harness-date", harness_date, kit_eval.HARNESS_DATES),
+                                 ("--image", image, IMAGES)):
         if value not in choices:
             return f"error: {flag} must be one of {', '.join(choices)}, got {value!r}"
     try:
@@ -881,7 +1023,7 @@ def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval"
         return ab_problem(submission, against, ab_args)
     if job == "eval":
         problem = kit_eval.submission_problem(Path(submission))
-        return f"error: {problem}" if problem else None
+        return f"error: {problem}" if problem else upload_problem(submission)
     return None
 
 
@@ -901,20 +1043,26 @@ def _fail(message: str, code: int = 2):
 def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: Literal[MODES] = "all",
          harness: Literal[HARNESSES] = "kit", harness_date: str = kit_eval.HARNESS_DATE, runs: int = 1,
          gpu: str = DEFAULT_GPU, out: str = "", bench_args: str = "", sweep_args: str = "", against: str = "",
-         ab_args: str = ""):
+         ab_args: str = "", image: Literal[IMAGES] = DEFAULT_IMAGE):
     """The local side: check the arguments, run the harnesses (or the job's steps) remotely,
     print and save."""
     problem = check_args(submission, mode, harness, runs, job, gpu, bench_args, sweep_args, harness_date, against,
-                         ab_args)
+                         ab_args, image)
     if problem:
         _fail(problem)
+    if image != IMAGE_KIND:  # the functions are defined on the image `modal run`'s --image selected
+        _fail(f"error: --image {image}: this module defined its functions on the {IMAGE_KIND} image "
+              f"(modal run modal_app.py --image {image} selects that one)")
+    for item in [submission, *against_items(against)] if job in ("eval", "ab") else []:
+        for line in kit_eval.header_warnings(Path(item)):
+            print(f"warning: {item}: {line}", file=sys.stderr)
     if job == "ab":
-        code = run_ab(submission, against, gpu, out, ab_args)
+        code = run_ab(submission, against, gpu, out, ab_args, image)
         if code:
             raise SystemExit(code)
         return
     if job != "eval":
-        code = run_jobs(job, gpu, out, bench_args, sweep_args)
+        code = run_jobs(job, gpu, out, bench_args, sweep_args, image)
         if code:
             raise SystemExit(code)
         return
@@ -923,8 +1071,8 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
         print(warning, file=sys.stderr)
     path = Path(submission)
     fn = run_remote if gpu == DEFAULT_GPU else run_remote.with_options(gpu=gpu)
-    print(f"running {path} on Modal ({gpu}), harness {harness} of {harness_date}, mode {mode}, runs {runs} ...",
-          file=sys.stderr)
+    print(f"running {path} on Modal ({gpu}, image {image}), harness {harness} of {harness_date}, mode {mode}, "
+          f"runs {runs} ...", file=sys.stderr)
     try:
         results = fn.remote(path.read_text(), mode, runs, None, None, harness_plan(harness), harness_date)
     except modal.exception.AuthError:
@@ -936,7 +1084,8 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
     if len(results) > 1:
         print("\n" + comparison(results))
     print("PASS" if passed else "FAIL")
-    record = {"gpu_requested": gpu, "submission": str(path), "mode": mode, "runs": runs, "harness": harness,
+    record = {"gpu_requested": gpu, "image_requested": image, "image_pins": image_summary(image),
+              "submission": str(path), "mode": mode, "runs": runs, "harness": harness,
               "harness_date": harness_date, "passed": passed, "results": results}
     dest = Path(out) if out else default_out(gpu)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -970,17 +1119,6 @@ def _unknown_option(argv: list[str], known: set) -> str:
     return ""
 
 
-def _flag(argv: list[str], name: str, default: str) -> str:
-    """The value of option ``name`` in ``argv`` (the last one given wins, as in click)."""
-    value = default
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(name + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
 def modal_unreachable(timeout: float = 10) -> str | None:
     """Why Modal's server cannot be reached from here (one line), or None: a TCP connection
     to it (without one `modal run` retries for about a minute, then prints a traceback)."""
@@ -1012,7 +1150,7 @@ def preflight(argv: list[str]) -> tuple[int, str] | None:
         return 2, "error: --against given more than once: give several as one comma-separated value (--against A,B)"
     problem = check_args(args["submission"], args["mode"], args["harness"], args["runs"], args["job"], args["gpu"],
                          args["bench_args"], args["sweep_args"], args["harness_date"], args["against"],
-                         args["ab_args"])
+                         args["ab_args"], args["image"])
     if problem:
         return 2, problem
     if not _has_token() and _flag(argv, "--profile", "") == "":  # another profile: modal checks
@@ -1021,12 +1159,6 @@ def preflight(argv: list[str]) -> tuple[int, str] | None:
     if unreachable:
         return 2, unreachable
     return None
-
-
-def _loaded_by_modal_run() -> bool:
-    prog = Path(sys.argv[0])
-    is_modal = prog.name == "modal" or (prog.name == "__main__.py" and prog.parent.name == "modal")
-    return is_modal and "run" in sys.argv[1:3] and modal.is_local()
 
 
 if __name__ != "__main__" and _loaded_by_modal_run():

@@ -153,10 +153,18 @@ def sleep_ns_per_cycle(cycles: int = 2_000_000, reps: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def repo_path(path) -> str:
+    """``path`` as this script hands it to eval.py ab (run from the repository root) and as the log and
+    the records name it: relative to the repository root when inside it (no folder of the machine that
+    ran it), else absolute."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
 def run_ab(files: list[Path], json_path: Path, args, sets: int, rounds_per_set: int, budget_s: float) -> dict:
-    cmd = [sys.executable, "eval.py", "ab", *map(str, files), "--shapes", args.shapes,
+    cmd = [sys.executable, "eval.py", "ab", *map(repo_path, files), "--shapes", args.shapes,
            "--rounds", str(sets * rounds_per_set), "--workers", str(sets), "--repeats", str(args.repeats),
-           "--time-budget", str(budget_s), "--json", str(json_path)]
+           "--time-budget", str(budget_s), "--json", repo_path(json_path)]
     print("+ " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, cwd=ROOT)
     if proc.returncode != 0 or not json_path.is_file():
@@ -201,7 +209,7 @@ def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="How far to trust ``python3 eval.py ab`` on this GPU (needs CUDA).")
     p.add_argument("--out", required=True, help="folder for calibration.json and calibration.md")
-    p.add_argument("--submission", default=str(ROOT / "submission.py"))
+    p.add_argument("--submission", default=None, help="the file calibrated (default: the kit's submission.py)")
     p.add_argument("--shapes", default="benchmarks")
     p.add_argument("--repeats", type=int, default=20, help="ab's calls per file, shape and round (default %(default)s)")
     p.add_argument("--aa-sets", type=int, default=24, help="worker sets of the A/A run (default %(default)s)")
@@ -226,18 +234,20 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = out / "files"
     work.mkdir(exist_ok=True)
-    source = Path(args.submission).read_text()
+    submission = Path(args.submission) if args.submission else ROOT / "submission.py"
+    args.submission = repo_path(submission)  # as the record names it
+    source = submission.read_text()
     t0 = time.monotonic()
 
     copy = work / "submission_copy.py"
-    shutil.copy(args.submission, copy)
-    aa = run_ab([Path(args.submission), copy], out / "aa.json", args, args.aa_sets, args.aa_rounds, args.aa_budget)
+    shutil.copy(submission, copy)
+    aa = run_ab([submission, copy], out / "aa.json", args, args.aa_sets, args.aa_rounds, args.aa_budget)
     cov = coverage(aa, args.aa_sets_per_experiment)
     det = detectable(aa, args.budget)
 
     rate_before = sleep_ns_per_cycle()
     extra = max(1, round(args.slow_ns / rate_before))
-    in_harness = harness_delta_ns(Path(args.submission), args.shapes, args.sleep_base, args.sleep_base + extra)
+    in_harness = harness_delta_ns(submission, args.shapes, args.sleep_base, args.sleep_base + extra)
     base_file, new_file = work / "sleep_base.py", work / "sleep_more.py"
     base_file.write_text(with_sleep(source, args.sleep_base))
     new_file.write_text(with_sleep(source, args.sleep_base + extra))

@@ -825,7 +825,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "geomeans": geomeans(rows)}, indent=1))
         paths["json"] = args.json
     for kind, p in paths.items():
-        log(f"wrote {kind}: {p}")
+        p = Path(p).resolve()  # named from the repository root where inside it: a log names no folder of the machine
+        log(f"wrote {kind}: {p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}")
     print(format_report(meta, rows, geomeans(rows)))
     return 1 if any(r.status == "failed" for r in rows) else 0
 

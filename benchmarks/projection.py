@@ -26,7 +26,9 @@ projection, never a measurement: "model" as above, "adjusted" multiplied by the 
 measured / model ratio at the SM-pressure point (where each H100 SM carries a B200 SM's bytes).
 
 Usage: python3 benchmarks/projection.py FULL.json SMS.json   (bench_kernel.py --json outputs:
-one at full width with the harness rows, one of --sms with the B200-equivalent point)
+one at full width with the harness rows, one of --sms with the B200-equivalent point). A file that
+is not such a record (or lacks a field the projection reads): one line on stderr naming what is
+wrong, exit 2.
 """
 
 from __future__ import annotations
@@ -107,6 +109,48 @@ def project(full: dict, sms_run: dict) -> list[str]:
     return out
 
 
+CUDA_ROW_KEYS = ("shape", "config", "kernel_us", "ceiling_us", "bytes")
+
+
+def _cuda_rows(record: dict) -> list:
+    """The rows of a bench_kernel.py record that the projection reads: the cuda backend's, timed."""
+    rows = record.get("rows")
+    return [r for r in rows if isinstance(r, dict) and r.get("backend") == "cuda" and "kernel_us" in r] \
+        if isinstance(rows, list) else []
+
+
+def record_problem(full, sms_run, full_name: str = "FULL.json", sms_name: str = "SMS.json") -> str:
+    """What makes the two records unusable for ``project``, in one line ("" when nothing): each must
+    be the bench_kernel.py --json record the usage names, with the fields the projection reads."""
+    for name, record, what in ((full_name, full, "a bench_kernel.py --json record at full width"),
+                               (sms_name, sms_run, "a bench_kernel.py --sms ... --json record")):
+        if not isinstance(record, dict):
+            return f"{name}: a JSON {type(record).__name__}, not {what} (a JSON object)"
+    info = full.get("info")
+    if "points" in full and "rows" not in full:
+        return (f"{full_name}: a bench_kernel.py --sms record (points, no rows): the full-width record comes "
+                "first, the --sms one second")
+    if not isinstance(info, dict) or not isinstance(info.get("sms"), int) or info["sms"] < 1:
+        return f"{full_name}: no info.sms (the GPU's SM count): not a bench_kernel.py --json record at full width"
+    rows = _cuda_rows(full)
+    if not rows:
+        return (f"{full_name}: no row of the cuda backend with a kernel time (rows[] with backend cuda and kernel_us):"
+                " run bench_kernel.py with the cuda backend")
+    missing = sorted({key for r in rows for key in CUDA_ROW_KEYS if key not in r})
+    if missing:
+        return f"{full_name}: cuda rows without {', '.join(missing)}: not a bench_kernel.py --json record"
+    if not any(isinstance(r, dict) and "floor_us" in r for r in full.get("rows", [])):
+        return (f"{full_name}: no harness row with floor_us (the per-call cost): run bench_kernel.py without "
+                "--no-server")
+    points = sms_run.get("points")
+    if not isinstance(points, list):
+        return f"{sms_name}: no points[]: not a bench_kernel.py --sms ... --json record"
+    if not any(isinstance(p, dict) and p.get("sms") and _cuda_rows(p) for p in points):
+        return (f"{sms_name}: no point below full width (points[].sms > 0) with a cuda row: run bench_kernel.py "
+                "--sms auto (or --sms N) with the cuda backend")
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 benchmarks/projection.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("full", help="bench_kernel.py --json output at full width (with the harness rows)")
@@ -117,7 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"projection.py: {exc}", file=sys.stderr)
         return 2
-    print("\n".join(project(full, sms_run)))
+    problem = record_problem(full, sms_run, args.full, args.sms)
+    if problem:
+        print(f"projection.py: {problem}", file=sys.stderr)
+        return 2
+    try:
+        lines = project(full, sms_run)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field of the right name, the wrong kind
+        print(f"projection.py: {args.full} / {args.sms}: a field the projection reads is malformed "
+              f"({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
     return 0
 
 

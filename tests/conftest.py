@@ -91,3 +91,106 @@ def set_backend(monkeypatch, sub, name: str, **fields) -> None:
 def kernel_backends(sub) -> list:
     """The backends of ``sub``'s registry that auto races on a GPU, in their order."""
     return [name for name, b in sub.BACKENDS.items() if b.races]
+
+
+# ---- The suite in parts: `pytest --part N/M` (what `.ci/gpu-run OUTDIR --part N/M` runs) ----
+# Each test file goes whole to one part; files are dealt out by weight, heaviest first, each to
+# the part with the least weight so far (ties: the lower part), so the parts are deterministic and
+# every collected test is in exactly one of them (tests/test_parts.py checks both).
+# Weights: estimated seconds per file on one H100 80GB HBM3 (torch 2.11, triton 3.6). The total is
+# the measured one: the whole suite took about four calls of 9 minutes on 2026-11-25 (benchmarks/
+# RESULTS.md, "2026-11-25, kit f0455a2: eval.py ab calibrated again, ..."); its split among the
+# files is an estimate from what each file runs on a GPU (timed A/Bs, eval.py subprocesses,
+# kernel compiles), not a per-file measurement. A run with --part prints each file's measured
+# seconds at its end: replace these numbers by those. A file missing here weighs DEFAULT_FILE_WEIGHT.
+FILE_WEIGHTS = {
+    "test_ab.py": 360, "test_eval_protocol.py": 300, "test_submission.py": 210, "test_audit.py": 180,
+    "test_cuda_backend.py": 150, "test_triton_kernel.py": 150, "test_readme.py": 120, "test_starter.py": 90,
+    "test_modal_app.py": 75, "test_compile_gate.py": 60, "test_eval_units.py": 45, "test_bench_kernel.py": 45,
+    "test_compare.py": 45, "test_cute.py": 30, "test_quant.py": 30, "test_reference.py": 30, "test_verify.py": 30,
+    "test_apply_table.py": 30, "test_roofline.py": 30, "test_registry.py": 30, "test_read_policies.py": 20,
+    "test_floor.py": 20, "test_sass_count.py": 15, "test_isolation.py": 10, "test_parts.py": 30, "test_contract.py": 30,
+    "test_projection.py": 15, "test_result_paths.py": 10,
+}
+DEFAULT_FILE_WEIGHT = 30
+
+
+def parse_part(spec: str) -> tuple[int, int]:
+    """``"N/M"`` -> (N, M) with 1 <= N <= M; anything else is a UsageError naming the form."""
+    n, sep, m = str(spec).partition("/")
+    if sep and n.strip().isdigit() and m.strip().isdigit() and 1 <= int(n) <= int(m):
+        return int(n), int(m)
+    raise pytest.UsageError(f"--part {spec!r}: expected N/M with whole numbers 1 <= N <= M (e.g. --part 2/5)")
+
+
+def assign_parts(files, m: int) -> dict[str, int]:
+    """Test file name -> its part (1..m): heaviest first (then by name), each to the lightest part."""
+    load = [0] * m
+    out = {}
+    for name in sorted(set(files), key=lambda f: (-FILE_WEIGHTS.get(f, DEFAULT_FILE_WEIGHT), f)):
+        part = min(range(m), key=lambda i: (load[i], i))
+        load[part] += FILE_WEIGHTS.get(name, DEFAULT_FILE_WEIGHT)
+        out[name] = part + 1
+    return out
+
+
+def suite_files(extra=()) -> list[str]:
+    """The names of tests/test_*.py, with ``extra`` (files collected from elsewhere): the
+    assignment depends on the folder, not on which files one command line names."""
+    return sorted({p.name for p in (ROOT / "tests").glob("test_*.py")} | set(extra))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--part", metavar="N/M", default=None,
+                     help="run only part N of M of the suite (whole test files, balanced by the "
+                          "weights in tests/conftest.py); prints the seconds per file at the end")
+
+
+def pytest_configure(config):
+    _part(config)  # a bad --part is refused before anything is collected
+
+
+def _part(config):
+    spec = config.getoption("part", None)
+    return parse_part(spec) if spec else None
+
+
+def pytest_report_header(config):
+    part = _part(config)
+    if part is None:
+        return None
+    n, m = part
+    parts = assign_parts(suite_files(), m)
+    mine = [f for f, p in parts.items() if p == n]
+    weight = sum(FILE_WEIGHTS.get(f, DEFAULT_FILE_WEIGHT) for f in mine)
+    return f"part {n}/{m} (estimated {weight} s on an H100): {', '.join(sorted(mine)) or 'no files'}"
+
+
+def pytest_collection_modifyitems(config, items):
+    part = _part(config)
+    if part is None:
+        return
+    n, m = part
+    parts = assign_parts(suite_files(item.path.name for item in items), m)
+    keep = [item for item in items if parts[item.path.name] == n]
+    drop = [item for item in items if parts[item.path.name] != n]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    part = _part(config)
+    if part is None or not _FILE_SECONDS:
+        return
+    terminalreporter.write_sep("-", f"part {part[0]}/{part[1]}: seconds per test file (setup + call + teardown)")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")

@@ -929,3 +929,172 @@ def test_job_roofline_writes_its_record_and_draws_the_plot_here(tmp_path, monkey
     assert names == ["roofline-nvidia-b200-DATE.json", "roofline-nvidia-b200-DATE.md", "roofline-nvidia-b200-DATE.png"]
     assert next((tmp_path / "out").glob("*.png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "roofline plot written to" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- --image: the pins or the runner's image
+
+
+def packages(kind: str) -> list[str]:
+    return [p for op, *args in modal_app.image_steps(kind) if op in ("pip", "uv") for p in args[0]]
+
+
+def test_the_leaderboard_image_keeps_its_pins_and_is_the_default():
+    steps = modal_app.image_steps("leaderboard")
+    assert steps[0] == ("registry", modal_app.CUDA_IMAGE, modal_app.PYTHON_VERSION)
+    assert ("pip", modal_app.TORCH_PACKAGES, modal_app.TORCH_INDEX_URL) in steps
+    assert packages("leaderboard") == [*modal_app.TORCH_PACKAGES, *modal_app.PYPI_PACKAGES]
+    assert modal_app.DEFAULT_IMAGE == "leaderboard" and modal_app.IMAGE_KIND == "leaderboard"
+    assert inspect.signature(modal_app.main.info.raw_f).parameters["image"].default == "leaderboard"
+
+
+def test_the_runner_image_is_kernelbots_at_4bdd839():
+    """gpu-mode/kernelbot src/runners/modal_runner.py at 4bdd839: CUDA 13.3.0 devel on Ubuntu 24.04,
+    Python 3.13, the CUTLASS DSL 4.5.2, cuda-python 13.0, torch 2.12.0 installed last (by uv),
+    the CUTLASS v4.5.2 headers and MathDx with their include paths."""
+    steps = modal_app.image_steps("runner")
+    assert steps[0] == ("registry", "nvidia/cuda:13.3.0-devel-ubuntu24.04", "3.13")
+    installs = [args[0] for op, *args in steps if op in ("pip", "uv")]
+    assert all(op != "pip" for op, *_ in steps), "kernelbot installs with uv"
+    assert installs[-1] == ("torch==2.12.0",)
+    assert {"nvidia-cutlass-dsl==4.5.2", "cuda-python[all]==13.0", "numpy~=2.3"} <= set(packages("runner"))
+    assert not any(p.startswith(("torch==2.9", "triton==")) for p in packages("runner"))
+    run = " ".join(c for op, *args in steps if op == "run" for c in args[0])
+    assert "--branch v4.5.2 https://github.com/NVIDIA/cutlass.git /opt/cutlass" in run
+    assert modal_app.RUNNER_MATHDX["sha256"] in run and "sha256sum -c" in run
+    assert ("env", modal_app.RUNNER_ENV) in steps
+    assert "/opt/cutlass/include" in modal_app.RUNNER_ENV["CPLUS_INCLUDE_PATH"]
+    assert "git" in modal_app.RUNNER_APT_PACKAGES  # the server harness's fetch step needs it
+
+
+@pytest.mark.parametrize("kind", ["leaderboard", "runner"])
+def test_each_image_fetches_the_server_files_names_itself_and_builds_offline(kind):
+    steps = modal_app.image_steps(kind)
+    assert steps[-1] == ("env", {modal_app.ENV_IMAGE: kind})
+    fetch = [c for date, commit in modal_app.SERVER_COMMITS.items()
+             for c in modal_app.server_fetch_commands(commit, modal_app.SERVER_DIRS[date])]
+    assert steps[-2] == ("run", tuple(fetch))
+    assert isinstance(modal_app.build_base_image(kind), modal.Image)  # defined lazily: nothing is built here
+    summary = modal_app.image_summary(kind)
+    assert summary["image"] == kind and summary["base"] == steps[0][1] and summary["packages"] == packages(kind)
+    json.dumps(summary)
+    with pytest.raises(ValueError, match="--image must be one of leaderboard, runner"):
+        modal_app.image_steps("latest")
+
+
+def test_the_image_is_chosen_by_modal_runs_option_or_in_a_container_by_its_own(monkeypatch):
+    assert modal_app.selected_image(["--image", "runner"]) == "runner"
+    assert modal_app.selected_image(["--job", "check", "--image=runner"]) == "runner"
+    assert modal_app.selected_image(["--image", "runner", "--image", "leaderboard"]) == "leaderboard"
+    assert modal_app.selected_image([]) == "leaderboard"
+    assert modal_app.selected_image(["--image", "bogus"]) == "leaderboard"  # the preflight refuses it
+    monkeypatch.setattr(modal_app.modal, "is_local", lambda: False)
+    monkeypatch.setenv(modal_app.ENV_IMAGE, "runner")
+    assert modal_app.selected_image(["--image", "leaderboard"]) == "runner"
+
+
+def test_modal_run_help_and_a_bad_image(tmp_path):
+    env = no_token_env(tmp_path)
+    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
+    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", "--image", "latest"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: --image must be one of leaderboard, runner, got 'latest'"), proc.stderr
+    help_text = " ".join(modal_app.help_text().split())
+    assert "--image leaderboard|runner" in help_text and "CUDA 13.3.0, Python 3.13, torch==2.12.0" in help_text
+
+
+def test_the_image_in_use_is_recorded_by_the_container(monkeypatch):
+    assert modal_app.job_environment()["image"] == "none"
+    monkeypatch.setenv(modal_app.ENV_IMAGE, "runner")
+    env = modal_app.job_environment()
+    assert env["image"] == "runner" and set(env) == set(modal_app.ENVIRONMENT_KEYS)
+    result = modal_app.evaluate(source("good_submission"), "test", 1, TINY[:1])
+    assert result["image"] == "runner" and result["passed"] is True
+
+
+def test_eval_records_the_image_asked_for_and_refuses_one_the_module_did_not_define(tmp_path, monkeypatch, capsys):
+    good = str(FIXTURES / "good_submission.py")
+    fake = FakeRemote([{"device": "NVIDIA B200", "image": "runner", "harness": "kit", "revision": "this repository",
+                        "passed": True, "modes": {}}])
+    monkeypatch.setattr(modal_app, "run_remote", fake)
+    with pytest.raises(SystemExit) as exc:
+        entry(submission=good, image="runner", out=str(tmp_path / "r.json"))
+    assert exc.value.code == 2 and fake.calls == []
+    assert "this module defined its functions on the leaderboard image" in capsys.readouterr().err
+    monkeypatch.setattr(modal_app, "IMAGE_KIND", "runner")
+    entry(submission=good, image="runner", out=str(tmp_path / "r.json"))
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["image_requested"] == "runner" and saved["results"][0]["image"] == "runner"
+    assert saved["image_pins"]["base"] == modal_app.RUNNER_CUDA_IMAGE
+    assert "torch==2.12.0" in saved["image_pins"]["packages"]
+    assert "image runner" in capsys.readouterr().err
+
+
+def test_job_records_the_image_asked_for_and_the_one_it_ran_in(tmp_path, monkeypatch, capsys):
+    fake = FakeJobs({"check": {**check_result(True), "image": "runner", "cutlass_dsl": "4.5.2"}})
+    monkeypatch.setattr(modal_app, "run_job_remote", fake)
+    monkeypatch.setattr(modal_app, "IMAGE_KIND", "runner")
+    entry(job="check", image="runner", out=str(tmp_path))
+    record = json.loads(next(tmp_path.glob("check-*.json")).read_text())
+    info = record["info"]
+    assert info["image_requested"] == "runner" and info["image"] == "runner" and info["cutlass_dsl"] == "4.5.2"
+    assert info["image_pins"]["source"].startswith("gpu-mode/kernelbot src/runners/modal_runner.py at 4bdd839")
+    assert "image runner;" in next(tmp_path.glob("check-*.md")).read_text()
+
+
+# --------------------------------------------------------------------------- the upload rules before Modal
+
+FORBIDDEN = "str" + "eam"
+
+
+def broken_files(tmp_path) -> dict:
+    good = source("good_submission")
+    files = {"the word": good.replace("def custom_kernel", f"# a {FORBIDDEN.upper()} here\ndef custom_kernel", 1),
+             "empty": "", "too big": good + "#" * 1_000_001}
+    out = {}
+    for name, text in files.items():
+        path = tmp_path / (name.replace(" ", "_") + ".py")
+        path.write_text(text)
+        out[name] = path
+    return out
+
+
+@pytest.mark.parametrize("rule, words", [("the word", f"contains the word '{FORBIDDEN}'"),
+                                         ("empty", "the file is empty"), ("too big", "over 1,000,000 bytes")])
+def test_check_args_applies_the_upload_rules_to_what_a_job_sends(tmp_path, rule, words):
+    bad = str(broken_files(tmp_path)[rule])
+    good = str(FIXTURES / "good_submission.py")
+    for args in ({"submission": bad}, {"submission": bad, "job": "ab", "against": good},
+                 {"submission": good, "job": "ab", "against": f"{good},{bad}"}):
+        problem = modal_app.check_args(mode="all", harness="kit", runs=1, **args)
+        assert problem and problem.startswith(f"error: {bad} breaks the server's upload rules") and words in problem
+        assert "\n" not in problem
+    assert modal_app.check_args(good, "all", "kit", 1) is None
+    assert modal_app.check_args(bad, "all", "kit", 1, job="check") is None  # the jobs send the checkout
+
+
+@pytest.mark.parametrize("token", [False, True], ids=["no token", "a token, no network"])
+def test_modal_run_refuses_a_file_breaking_the_upload_rules_before_the_token_and_the_network(tmp_path, token):
+    bad = broken_files(tmp_path)["the word"]
+    line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if FORBIDDEN in text.lower())
+    env = no_token_env(tmp_path)
+    if token:
+        env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test", MODAL_SERVER_URL="https://127.0.0.1:9")
+    for args in (["--submission", str(bad)], ["--job", "ab", "--against", str(bad)]):
+        proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=50)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            f"error: {bad} breaks the server's upload rules, so nothing is sent: line {line} contains the word "
+            f"'{FORBIDDEN}' (any case, comments included): the server rejects the whole file"], proc.stderr
+
+
+def test_a_missing_header_is_a_warning_not_a_refusal(tmp_path, monkeypatch, capsys):
+    plain = tmp_path / "plain.py"
+    plain.write_text("\n".join(source("good_submission").splitlines()[2:]) + "\n")
+    assert modal_app.check_args(str(plain), "all", "kit", 1) is None
+    fake = FakeRemote([])
+    monkeypatch.setattr(modal_app, "run_remote", fake)
+    entry(submission=str(plain), out=str(tmp_path / "r.json"))
+    err = capsys.readouterr().err
+    assert f"warning: {plain}: no header line '#!POPCORN leaderboard nvfp4_gemv'" in err and fake.calls

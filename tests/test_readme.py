@@ -24,7 +24,7 @@ import eval as ev
 README = ROOT / "README.md"
 # Every page whose ```bash blocks are run here, README first; commands run from the repository root.
 DOCS = ["README.md", "docs/setup.md", "docs/submission.md", "docs/eval.md", "docs/modal.md", "docs/cute.md",
-        "docs/server.md", "benchmarks/README.md"]
+        "docs/server.md", "docs/contract.md", "benchmarks/README.md"]
 CUDA_MARK = "# needs CUDA"
 NOT_RUN = {  # command prefix -> why this test does not run it
     "python3 -m pip install": "installs packages (network; the suite already runs in an installed environment)",

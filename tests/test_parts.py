@@ -1,0 +1,146 @@
+"""The suite in parts (`pytest --part N/M`, `.ci/gpu-run OUTDIR --part N/M|bench`): every test is in
+exactly one part, the parts are balanced by the weights of tests/conftest.py, and gpu-run's parts
+run what they say (checked on the CPU with a stand-in ``python3``)."""
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DEFAULT_FILE_WEIGHT, FILE_WEIGHTS, ROOT, assign_parts, parse_part, suite_files
+
+
+def weight(name: str) -> int:
+    return FILE_WEIGHTS.get(name, DEFAULT_FILE_WEIGHT)
+
+
+@pytest.mark.parametrize("m", range(1, 9))
+def test_every_test_file_is_in_exactly_one_part(m):
+    files = suite_files()
+    parts = assign_parts(files, m)
+    assert sorted(parts) == files
+    assert set(parts.values()) <= set(range(1, m + 1))
+    if m <= len(files):
+        assert set(parts.values()) == set(range(1, m + 1)), "a part with no file"
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5, 6])
+def test_the_parts_are_balanced_and_do_not_depend_on_the_order_of_the_files(m):
+    files = suite_files()
+    parts = assign_parts(files, m)
+    shuffled = files[:]
+    random.Random(m).shuffle(shuffled)
+    assert assign_parts(shuffled, m) == parts
+    loads = [sum(weight(f) for f, p in parts.items() if p == n) for n in range(1, m + 1)]
+    # Heaviest first, each to the lightest part: no part exceeds the mean by more than one file.
+    assert max(loads) <= sum(loads) / m + max(weight(f) for f in files), loads
+
+
+def test_the_weights_name_only_test_files_that_exist():
+    stale = sorted(set(FILE_WEIGHTS) - set(suite_files()))
+    assert not stale, f"FILE_WEIGHTS in tests/conftest.py names files that are gone: {stale}"
+
+
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "3", "a/b", "1/0", ""])
+def test_a_bad_part_is_a_usage_error_naming_the_form(spec):
+    with pytest.raises(pytest.UsageError, match="N/M"):
+        parse_part(spec)
+
+
+def collect_part(n: int, m: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                             "--part", f"{n}/{m}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def selected(proc: subprocess.Popen) -> tuple[list[str], int]:
+    """The test ids a ``--collect-only -q --part`` run selected, and how many it collected in all."""
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-2000:]
+    counts = re.search(r"(\d+)/(\d+) tests? collected \((\d+) deselected\)", out)
+    assert counts, out[-2000:]
+    ids = [line for line in out.splitlines() if "::" in line]
+    assert len(ids) == int(counts[1]) == int(counts[2]) - int(counts[3])
+    return ids, int(counts[2])
+
+
+def test_the_parts_partition_the_collected_suite():
+    m = 2
+    runs = [collect_part(n, m) for n in range(1, m + 1)]  # side by side
+    results = [selected(p) for p in runs]
+    parts = [ids for ids, _ in results]
+    whole = {total for _, total in results}
+    assert len(whole) == 1, "the parts collected different suites"
+    every = [test for part in parts for test in part]
+    assert len(every) == len(set(every)), "a test in two parts"
+    assert len(every) == whole.pop(), "the parts together are not the collected suite"
+    assignment = assign_parts(suite_files(), m)
+    for n, part in enumerate(parts, 1):
+        assert {Path(test.split("::")[0]).name for test in part} == {f for f, p in assignment.items() if p == n}
+
+
+def test_pytest_refuses_a_bad_part_before_collecting():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--part", "3/2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "--part '3/2': expected N/M" in proc.stderr
+    assert "collected" not in proc.stdout
+
+
+# A stand-in for python3: says a CUDA GPU is there and records each command line instead of running it.
+FAKE_PYTHON = """#!/bin/sh
+echo "$*" >> "$GPU_RUN_CALLS"
+exit 0
+"""
+
+
+def gpu_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    calls.write_text("")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_RUN_CALLS": str(calls)}
+    proc = subprocess.run(["bash", str(ROOT / ".ci" / "gpu-run"), str(tmp_path / "out"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    # The first call is the CUDA check, the second the versions line.
+    return proc, calls.read_text().splitlines()[2:]
+
+
+BENCH = ["benchmarks/bench_kernel.py", "-m benchmarks.compare", "benchmarks/floor.py", "eval.py --mode benchmark"]
+
+
+def test_gpu_run_whole_runs_the_suite_then_the_benchmarks(tmp_path):
+    proc, calls = gpu_run(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert calls[0].startswith("-m pytest") and "--part" not in calls[0]
+    assert [b for b in BENCH if any(b in c for c in calls[1:])] == BENCH
+    assert (tmp_path / "out" / "gpu-run.log").is_file()
+
+
+def test_gpu_run_a_part_runs_that_part_of_the_suite_only(tmp_path):
+    proc, calls = gpu_run(tmp_path, "--part", "2/5")
+    assert proc.returncode == 0, proc.stderr
+    assert calls == ["-m pytest -q -rs -p no:cacheprovider --part 2/5"]
+    assert (tmp_path / "out" / "gpu-run-part-2-of-5.log").is_file()
+
+
+def test_gpu_run_the_bench_part_runs_the_benchmarks_only(tmp_path):
+    proc, calls = gpu_run(tmp_path, "--part=bench")
+    assert proc.returncode == 0, proc.stderr
+    assert not any(c.startswith("-m pytest") for c in calls)
+    assert [b for b in BENCH if any(b in c for c in calls)] == BENCH
+    assert (tmp_path / "out" / "gpu-run-bench.log").is_file()
+
+
+@pytest.mark.parametrize("args", [["--part", "0/4"], ["--part", "5/4"], ["--part", "x"], ["--part"]])
+def test_gpu_run_refuses_a_bad_part_in_one_line(tmp_path, args):
+    proc, calls = gpu_run(tmp_path, *args)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--part" in proc.stderr
+    assert not (tmp_path / "out").exists()
