@@ -10,8 +10,8 @@ The GPU function lays out a harness's four files (eval.py, task.py, utils.py, re
 and the submission renamed submission.py in a temporary directory and runs ``python eval.py
 MODE FILE`` there with ``POPCORN_FD`` the write end of an ``os.pipe()`` -- test, then
 benchmark, then leaderboard, each only if the previous one passed -- on the official shapes
-of shapes.json. Harness ``kit``: this repository's files (plus nvfp4.py and quant.py, which its
-reference.py and eval.py import). Harness ``server``: the literal files
+of shapes.json. Harness ``kit``: this repository's files (plus harness.py, nvfp4.py and quant.py, which its
+eval.py and reference.py import). Harness ``server``: the literal files
 of gpu-mode/reference-kernels at the commit of ``--harness-date`` (``SERVER_COMMITS``,
 ``SERVER_SOURCES``), fetched by git when
 the Modal image is built (never stored in this repository); the build records the full commit

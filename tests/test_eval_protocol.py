@@ -1,5 +1,5 @@
 """eval.py end to end, as the server runs it: a tmp dir holding copies of eval.py, task.py,
-utils.py, reference.py (with nvfp4.py and quant.py, which the kit's reference and
+utils.py, reference.py (with harness.py, nvfp4.py and quant.py, which the kit's eval, reference and
 distributions import) and a submission renamed submission.py; ``python eval.py MODE FILE``
 with POPCORN_FD the write end of a real ``os.pipe()``; the lines read back and asserted.
 
