@@ -2,15 +2,15 @@
 and how sure is that?
 
 Every file is first checked as eval.py checks a submission: the server's upload rules
-(``eval.static_problems``; a missing ``#!POPCORN`` header line is noted, not failed: popcorn-cli
+(``harness.static_problems``; a missing ``#!POPCORN`` header line is noted, not failed: popcorn-cli
 reads those lines, the server's harness does not) and test mode on the official test shapes
-(``--check-shapes``), each file in its own long-lived worker process (``eval.Worker``). A file
+(``--check-shapes``), each file in its own long-lived worker process (``harness.Worker``). A file
 that fails gets one line and is not timed. Without CUDA the run stops there: one line says
 timing needs a CUDA GPU, exit 2.
 
-Then each file's worker is warmed as eval.py warms one (``eval.warm_up``) and the rounds run.
+Then each file's worker is warmed as eval.py warms one (``harness.warm_up``) and the rounds run.
 In a round every shape is timed once per file through eval.py's own timed loop
-(``eval._run_benchmark_case``: synchronize, clear the L2, event, ``custom_kernel``, event,
+(``harness.run_benchmark_case``: synchronize, clear the L2, event, ``custom_kernel``, event,
 synchronize; in leaderboard mode, the default and the scored one, a fresh input before every
 call, checked after it), capped at ``--repeats`` calls; the files take turns in an order that
 alternates from round to round (A B, B A, A B, ...: a drift in the GPU's state falls on both
@@ -53,12 +53,12 @@ import threading
 import time
 from pathlib import Path
 
-import eval as ev
+import harness
 
 MODES = ("leaderboard", "benchmark")
 LEVEL = 0.95  # the intervals' confidence level
 # Rounds and calls per file, shape and round by default: 20 x 50 = 1000 timed calls per file and
-# shape, the count the server's leaderboard loop stops at (eval.LEADERBOARD_CASE). Not yet tuned
+# shape, the count the server's leaderboard loop stops at (harness.LEADERBOARD_CASE). Not yet tuned
 # by a measurement: benchmarks/ab_calibration.py gives the spread per round to choose by.
 DEFAULT_ROUNDS = 20
 # Worker sets per run: on an H100 (2026-11-25) an A/A run of one worker per file (80 rounds) gave
@@ -70,7 +70,7 @@ DEFAULT_ROUNDS = 20
 # race and warm-up, two rounds); 5 sets gave 0.4-1.5%.
 DEFAULT_WORKERS = 10
 DEFAULT_REPEATS = 50
-MIN_REPEATS = 3  # eval.should_stop never stops before three calls
+MIN_REPEATS = 3  # harness.should_stop never stops before three calls
 NVML_PERIOD_S = 0.05  # how often NVML is read while a round runs
 NVML_LIBRARY = "libnvidia-ml.so.1"
 # Throttle-reason bits of NVML (nvml.h, nvmlClocksThrottleReason*): the names reported.
@@ -271,8 +271,8 @@ def analyze(record: dict) -> list[dict]:
         geo = grouped_interval([sum(logs.values()) / len(logs) for _, logs in complete], [sets[i] for i, _ in complete])
         kind, sentence = verdict(geo, gpu)
         geo.update(verdict=kind, sentence=sentence,
-                   base_geomean_us=ev.geomean(r["base_mean_us"] for r in rows),
-                   new_geomean_us=ev.geomean(r["new_mean_us"] for r in rows))
+                   base_geomean_us=harness.geomean(r["base_mean_us"] for r in rows),
+                   new_geomean_us=harness.geomean(r["new_mean_us"] for r in rows))
         out.append({"base": base, "new": new, "shapes": rows, "geomean": geo})
     return out
 
@@ -400,20 +400,20 @@ def git_revision(path: Path) -> str | None:
     return log.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
 
 
-def check_file(worker: ev.Worker, path: Path, cases: list) -> tuple[str, str]:
+def check_file(worker: harness.Worker, path: Path, cases: list) -> tuple[str, str]:
     """('' or why the file fails, in one line; the backend it picks) -- the upload rules, the
     backend it can run here, then test mode on ``cases`` in its worker."""
-    fails = ev.static_problems(path)
+    fails = harness.static_problems(path)
     if fails:
         return fails[0], ""
-    status, backend = ev._safe_backend(worker)
+    status, backend = harness.backend_status(worker)
     if status in ("invalid setting", "cannot run"):
         return f"the submission {'rejects its settings' if status == 'invalid setting' else 'cannot run here'}: " \
                f"{backend}", ""
-    results = ev.run_test_mode(lambda key, value: None, worker, cases)
+    results = harness.run_test_mode(lambda key, value: None, worker, cases)
     for res in results:
         if not res.ok:
-            return f"{res.spec}: {ev._one_line(res.error)}", backend
+            return f"{res.spec}: {harness.one_line(res.error)}", backend
     return "", backend
 
 
@@ -479,9 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Paired A/B timing: each NEW against BASE under the server's timed loop, rounds in "
                     "alternating order, with a 95%% interval on the ratio NEW / BASE and a verdict for this GPU.")
     p.add_argument("files", nargs="+", metavar="FILE", help="BASE NEW [NEW ...] (submission files)")
-    p.add_argument("--shapes", default="benchmarks", metavar="|".join(ev.SHAPE_SETS) + "|FILE",
+    p.add_argument("--shapes", default="benchmarks", metavar="|".join(harness.SHAPE_SETS) + "|FILE",
                    help="the timed shapes (default %(default)s)")
-    p.add_argument("--check-shapes", default="tests", metavar="|".join(ev.SHAPE_SETS) + "|FILE",
+    p.add_argument("--check-shapes", default="tests", metavar="|".join(harness.SHAPE_SETS) + "|FILE",
                    help="the correctness checks' shapes (default %(default)s: the official test cases)")
     p.add_argument("--mode", default="leaderboard", choices=MODES,
                    help="leaderboard: a fresh, checked input for every timed call (the scored mode; "
@@ -499,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start no round after this many seconds of rounds (at least two run)")
     p.add_argument("--json", metavar="PATH", help="write everything (GPU, clocks per round, versions, files, "
                                                   "raw times) as JSON")
-    p.add_argument("--timeout", type=float, default=ev.CASE_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--timeout", type=float, default=harness.CASE_TIMEOUT_S, metavar="SECONDS",
                    help="seconds one call into a worker may run (default %(default)g)")
     p.add_argument("--new-first", action="store_true",
                    help="the first file is NEW and every later one a BASE it is compared with")
@@ -510,7 +510,7 @@ def _usage_problem(args) -> str:
     if len(args.files) < 2:
         return "ab needs at least two files: BASE NEW [NEW ...]"
     for path in args.files:
-        problem = ev.submission_problem(Path(path))
+        problem = harness.submission_problem(Path(path))
         if problem:
             return problem
     if args.rounds < 2:
@@ -524,7 +524,7 @@ def _usage_problem(args) -> str:
         return f"--time-budget must be a positive number of seconds, got {args.time_budget:g}"
     if not args.timeout > 0:
         return f"--timeout must be a positive number of seconds, got {args.timeout:g}"
-    return ev.writable_file_problem(args.json, "--json", "ab.json")
+    return harness.writable_file_problem(args.json, "--json", "ab.json")
 
 
 def labels_for(count: int, new_first: bool) -> tuple[list[str], list[list[str]]]:
@@ -558,18 +558,18 @@ def main(argv: list[str] | None = None) -> int:
     cases = {}
     if not problem:
         try:
-            cases = {"timed": ev._shape_cases(args.shapes, "benchmark"),
-                     "check": ev._shape_cases(args.check_shapes, "test")}
+            cases = {"timed": harness.shape_cases(args.shapes, "benchmark"),
+                     "check": harness.shape_cases(args.check_shapes, "test")}
         except (OSError, ValueError) as exc:
             problem = str(exc)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return ev.EXIT_USAGE
+        return harness.EXIT_USAGE
     try:
         return _run(args, cases)
     except KeyboardInterrupt:
         print("error: interrupted (Ctrl-C); no result", file=sys.stderr)
-        return ev.EXIT_INTERRUPTED
+        return harness.EXIT_INTERRUPTED
 
 
 def _progress(msg: str) -> None:
@@ -581,7 +581,7 @@ def _run(args, cases: dict) -> int:
     leaderboard = args.mode == "leaderboard"
     files = []
     for label, path in zip(labels, args.files, strict=True):
-        notes = ev.header_warnings(Path(path))
+        notes = harness.header_warnings(Path(path))
         files.append({"label": label, "path": path, "sha256": sha256_of(Path(path)), "git": git_revision(Path(path)),
                       "notes": notes, "passed": False, "error": "", "backend": ""})
     workers = _new_workers(files, args)  # set 1 starts in file order
@@ -597,8 +597,8 @@ def _run(args, cases: dict) -> int:
 
 
 def _new_workers(files: list[dict], args) -> dict:
-    """{label: a fresh eval.Worker (its own process) for that file}."""
-    return {f["label"]: ev.Worker(f["path"], "official", ev._env_flag(ev.ENV_CHECK_INPUTS, True),
+    """{label: a fresh harness.Worker (its own process) for that file}."""
+    return {f["label"]: harness.Worker(f["path"], "official", harness.env_flag(harness.ENV_CHECK_INPUTS, True),
                                   lambda s: _progress(f"    ... still running ({s:.0f} s)"),
                                   timeout=args.timeout, ignore_interrupt=True) for f in files}
 
@@ -629,7 +629,7 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
     if not _cuda_available():
         print("error: timing needs a CUDA GPU (CUDA events and the L2 clear); the correctness checks above ran "
               "without one", file=sys.stderr)
-        return ev.EXIT_USAGE
+        return harness.EXIT_USAGE
     ok = {f["label"] for f in files if f["passed"]}
     pairs = [p for p in pairs if p[0] in ok and p[1] in ok]
     gpu, nvml = gpu_info()
@@ -647,9 +647,9 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
     if not pairs:
         print("error: nothing to time: a comparison needs BASE and a NEW that both passed", file=sys.stderr)
         _write(args.json, record)
-        return ev.EXIT_FAIL
+        return harness.EXIT_FAIL
     timed = [f for f in files if f["label"] in {x for p in pairs for x in p}]
-    per_case = (ev.LEADERBOARD_CASE if leaderboard else ev.BENCH_CASE)[1]
+    per_case = (harness.LEADERBOARD_CASE if leaderboard else harness.BENCH_CASE)[1]
     monitor = RoundMonitor(nvml.sample) if nvml else None
     t0 = time.monotonic()
     # Worker set w runs rounds starts[w] .. starts[w + 1] - 1, each file in a fresh process.
@@ -680,7 +680,7 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                     w.start()
             for f in set_order:
                 _progress(f"[ab] warming {f['label']} ({args.mode} warm-up)")
-                ev.warm_up(workers[f["label"]], cases["timed"], leaderboard)
+                harness.warm_up(workers[f["label"]], cases["timed"], leaderboard)
         alive = [f for f in timed if f["passed"]]
         order = [alive[i] for i in round_order(len(alive), index - starts[worker_set] + worker_set)]
         entry = {"index": index, "worker_set": worker_set, "order": [f["label"] for f in order],
@@ -694,12 +694,13 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
             for f in order:
                 if not f["passed"]:
                     continue
-                out = ev._safe(workers[f["label"]], ev._run_benchmark_case, case.args, leaderboard, args.repeats,
-                               per_case)
+                out = harness.safe_call(workers[f["label"]], harness.run_benchmark_case, case.args, leaderboard,
+                                        args.repeats, per_case)
                 if isinstance(out, list):
                     entry["times"][f["label"]][shape] = out
                 else:
-                    f["passed"], f["error"] = False, f"during round {index + 1}, {case.spec}: {ev._one_line(str(out))}"
+                    why = harness.one_line(str(out))
+                    f["passed"], f["error"] = False, f"during round {index + 1}, {case.spec}: {why}"
                     record["failures"].append(f"{f['label']} {f['path']}: {f['error']}")
                     print(f"{f['label']} {f['path']}: FAIL {f['error']}", flush=True)
         entry["telemetry"] = monitor.stop() if monitor else None
@@ -718,7 +719,7 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
     record["comparisons"] = analyze(record)
     print(format_report(record), flush=True)
     _write(args.json, record)
-    return ev.EXIT_OK if all(f["passed"] for f in files) else ev.EXIT_FAIL
+    return harness.EXIT_OK if all(f["passed"] for f in files) else harness.EXIT_FAIL
 
 
 def _write(path: str | None, record: dict) -> None:

@@ -38,8 +38,8 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   finished. Work left on another queue or thread, which the leaderboard's events would not
   time, fails.
 
-Once per file: the server's static rules (``eval.static_problems``: empty, size, UTF-8, the
-forbidden word; FAIL) and popcorn-cli's ``#!POPCORN`` header lines (``eval.header_warnings``;
+Once per file: the server's static rules (``harness.static_problems``: empty, size, UTF-8, the
+forbidden word; FAIL) and popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
 INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``).
 """
 
@@ -47,12 +47,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import sys
 import threading
 from pathlib import Path
 
-import eval as ev
+import harness
 
 CPU_SHAPES = ((256, 1024, 2),)
 GPU_SHAPES = ((1024, 7168, 4), (256, 1024, 2))  # like 4096x7168x8 (K, several L) at a quarter the size; small
@@ -81,10 +80,6 @@ class Call:
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _one_line(text: str) -> str:
-    return " | ".join(ln.strip() for ln in str(text).strip().splitlines() if ln.strip())
-
 
 def _sync(device) -> None:
     import torch
@@ -141,27 +136,6 @@ def _copy(out):
     return out.detach().clone() if isinstance(out, torch.Tensor) else out
 
 
-def load_submission(path: Path):
-    """The file imported as the module ``submission`` (as the server imports it), with its folder
-    first on sys.path while it imports; sys.path and a ``submission`` module imported before are
-    put back afterwards."""
-    folder = str(path.resolve().parent)
-    saved_path, saved_module = list(sys.path), sys.modules.get("submission")
-    sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location("submission", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved_path
-        if saved_module is not None:
-            sys.modules["submission"] = saved_module
-        else:
-            sys.modules.pop("submission", None)
-    return module
-
-
 class _Runner:
     """Calls the submission as the harness does (inputs ready and the device idle first, c
     poisoned) and keeps, of each call, the output as it was on return and once settled."""
@@ -178,7 +152,7 @@ class _Runner:
         try:
             out = self.kernel(data)
         except Exception as exc:  # noqa: BLE001 - the submission's failure is the check's finding
-            call.error = _one_line(f"custom_kernel raised {type(exc).__name__}: {exc}")
+            call.error = harness.one_line(f"custom_kernel raised {type(exc).__name__}: {exc}")
             return call
         # At once: on the GPU this copy is queued behind the call's work on the current queue,
         # with no synchronisation first; on the CPU it is taken now.
@@ -332,8 +306,8 @@ def tolerance_checks(kernel, shapes, device) -> list[Check]:
             try:
                 got = kernel(tuple(t.clone() for t in data))
             except Exception as exc:  # noqa: BLE001 - reported as a failed check
-                out.append(Check("FAIL", f"tolerance used, {dist}", _one_line(f"{m}x{k}x{l}: custom_kernel raised "
-                                                                               f"{type(exc).__name__}: {exc}")))
+                why = harness.one_line(f"{m}x{k}x{l}: custom_kernel raised {type(exc).__name__}: {exc}")
+                out.append(Check("FAIL", f"tolerance used, {dist}", why))
                 break
             if not _same_shape(got, expected):
                 out.append(Check("FAIL", f"tolerance used, {dist}", f"{m}x{k}x{l}: {_wrong(got, expected)}"))
@@ -357,10 +331,10 @@ def tolerance_checks(kernel, shapes, device) -> list[Check]:
 def static_checks(path: Path) -> list[Check]:
     """The server's upload rules (FAIL when broken) and popcorn-cli's header lines (INFO when
     missing: the server never reads them)."""
-    problems = ev.static_problems(path)
+    problems = harness.static_problems(path)
     out = [Check("FAIL", "static rules", "; ".join(problems)) if problems else
            Check("PASS", "static rules", "size, UTF-8 and the forbidden word as the server checks them")]
-    warnings = ev.header_warnings(path)
+    warnings = harness.header_warnings(path)
     out.append(Check("INFO", "header lines", "; ".join(warnings)) if warnings else
                Check("PASS", "header lines", "both #!POPCORN lines on top (popcorn-cli reads them)"))
     return out
@@ -382,10 +356,10 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> 
     for check in static_checks(path):
         add(check)
     try:
-        module = load_submission(path)
+        module = harness.load_submission(path, keep=False)
         kernel = module.custom_kernel
     except Exception as exc:  # noqa: BLE001 - reported as a failed check
-        add(Check("FAIL", "import", _one_line(f"importing the submission raised {type(exc).__name__}: {exc}")))
+        add(Check("FAIL", "import", harness.one_line(f"importing the submission raised {type(exc).__name__}: {exc}")))
         return done
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
@@ -393,7 +367,7 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> 
         for check in shape_checks(kernel, m, k, l, device):
             add(check)
     if tolerance_shapes is None:
-        tolerance_shapes = sorted({(c["m"], c["k"], c["l"]) for c in ev.shape_set("tests")})
+        tolerance_shapes = sorted({(c["m"], c["k"], c["l"]) for c in harness.shape_set("tests")})
     for check in tolerance_checks(kernel, tolerance_shapes, device) if tolerance_shapes else []:
         add(check)
     return done
@@ -409,14 +383,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("submission", nargs="?", default="submission.py", help="the file (default: %(default)s)")
     args = p.parse_args(argv)
     path = Path(args.submission)
-    problem = ev.submission_problem(path)
+    problem = harness.submission_problem(path)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return ev.EXIT_USAGE
+        return harness.EXIT_USAGE
     import torch
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     print(f"auditing {path} on {where}", file=sys.stderr, flush=True)
     checks = audit(path, report=lambda check: print(check.line(), flush=True))
     failed = sum(c.status == "FAIL" for c in checks)
     print(f"{len(checks)} checks: {failed} failed", file=sys.stderr)
-    return ev.EXIT_FAIL if failed else ev.EXIT_OK
+    return harness.EXIT_FAIL if failed else harness.EXIT_OK

@@ -126,10 +126,9 @@ def load_shapes(name: str) -> list[tuple[int, int, int]]:
 # --------------------------------------------------------------------------- child (one arch)
 
 def _child(path: Path, shapes: list) -> dict:
-    """In a process with CUTE_DSL_ARCH set: import, intercept launches, compile per shape."""
-    for folder in (str(HERE), str(path.parent)):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+    """In a process with CUTE_DSL_ARCH set (this file run as a script: its folder, the kit's,
+    first on sys.path): import, intercept launches, compile per shape."""
+    from harness import load_submission
     add_dsl_paths()
     out = {"version": dsl_version(), "arch": os.environ.get("CUTE_DSL_ARCH", ""), "import": None, "shapes": []}
     try:
@@ -157,10 +156,7 @@ def _child(path: Path, shapes: list) -> dict:
     if hasattr(jit_executor, "JitExecutor"):
         jit_executor.JitExecutor.run_compiled_program = no_launch
     try:
-        spec = importlib.util.spec_from_file_location("submission", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["submission"] = module
-        spec.loader.exec_module(module)
+        module = load_submission(path)
     except BaseException as exc:  # noqa: BLE001
         out["import"] = "the submission does not import: " + one_line(exc)
         return out

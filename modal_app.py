@@ -10,8 +10,8 @@ The GPU function lays out a harness's four files (eval.py, task.py, utils.py, re
 and the submission renamed submission.py in a temporary directory and runs ``python eval.py
 MODE FILE`` there with ``POPCORN_FD`` the write end of an ``os.pipe()`` -- test, then
 benchmark, then leaderboard, each only if the previous one passed -- on the official shapes
-of shapes.json. Harness ``kit``: this repository's files (plus nvfp4.py and quant.py, which its
-reference.py and eval.py import). Harness ``server``: the literal files
+of shapes.json. Harness ``kit``: this repository's files (plus harness.py, nvfp4.py and quant.py, which its
+eval.py and reference.py import). Harness ``server``: the literal files
 of gpu-mode/reference-kernels at the commit of ``--harness-date`` (``SERVER_COMMITS``,
 ``SERVER_SOURCES``), fetched by git when
 the Modal image is built (never stored in this repository); the build records the full commit
@@ -77,7 +77,7 @@ except ImportError:
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-import eval as kit_eval  # noqa: E402  (imports without torch: tables, popcorn client)
+import harness as kit_harness  # noqa: E402  (imports without torch: tables, popcorn client)
 
 # ----------------------------------------------------------------------------- settings
 # Every pin lives here (docs/modal.md says why these).
@@ -118,13 +118,13 @@ RUNNER_ENV = {"CUTLASS_PATH": "/opt/cutlass", "MATHDX_HOME": "/opt/mathdx",
 IMAGES = ("leaderboard", "runner")  # --image: the pins above, or kernelbot's runner image now
 DEFAULT_IMAGE = "leaderboard"
 ENV_IMAGE = "NVFP4_MODAL_IMAGE"  # set in each image, so that a container records the one it ran in
-SERVER_FILES = kit_eval.SERVER_FILES  # what the server copies
-LAYOUT_FILES = (*SERVER_FILES, *kit_eval.KIT_SUPPORT_FILES)  # ... and what the kit's reference.py imports
+SERVER_FILES = kit_harness.SERVER_FILES  # what the server copies
+LAYOUT_FILES = (*SERVER_FILES, *kit_harness.KIT_SUPPORT_FILES)  # ... and what the kit's reference.py imports
 KIT_FILES = (*LAYOUT_FILES, "shapes.json")
 MODES = ("test", "benchmark", "leaderboard", "all")
 HARNESSES = ("kit", "server", "both")
 # The server's harness: gpu-mode/reference-kernels at the commit of each harness date
-# (eval.HARNESS_DATES; they differ for this problem only in leaderboard mode's repeats):
+# (harness.HARNESS_DATES; they differ for this problem only in leaderboard mode's repeats):
 # "2025-11-11", the files the nvfp4_gemv leaderboard ran on until its deadline (2025-11-29);
 # "2026-01-13", the head the kit mirrors (its inputs compared bit for bit on an H100). The image
 # build checks out each commit (an unknown one fails the build) and records the full hash in the
@@ -134,7 +134,7 @@ SERVER_COMMITS = {
     "2025-11-11": "baaabf45731387fae769db4f726d3c3f7051c561",  # "Feat: add cutedsl template"
     "2026-01-13": "f83cb92a534cc67fa98d7e9813e7f8238abdb4e0",  # the head (aaf640d's loops)
 }
-SERVER_COMMIT = SERVER_COMMITS[kit_eval.HARNESS_DATE]
+SERVER_COMMIT = SERVER_COMMITS[kit_harness.HARNESS_DATE]
 SERVER_SOURCES = {  # file in the run folder -> path in the repository
     "eval.py": "problems/nvidia/eval.py",
     "utils.py": "problems/nvidia/utils.py",
@@ -142,7 +142,7 @@ SERVER_SOURCES = {  # file in the run folder -> path in the repository
     "task.py": "problems/nvidia/nvfp4_gemv/task.py",
 }
 SERVER_DIRS = {date: f"/root/server-{date}" for date in SERVER_COMMITS}
-SERVER_DIR = SERVER_DIRS[kit_eval.HARNESS_DATE]
+SERVER_DIR = SERVER_DIRS[kit_harness.HARNESS_DATE]
 PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
 FUNCTION_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": TIMEOUT_S}
@@ -359,7 +359,7 @@ def image_in_use() -> str:
 def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
              test_shapes: list[dict] | None = None, benchmark_shapes: list[dict] | None = None,
              kit_dir: str | Path = HERE, harness: str = "kit", server_dir: str | Path | None = None,
-             harness_date: str = kit_eval.HARNESS_DATE) -> dict:
+             harness_date: str = kit_harness.HARNESS_DATE) -> dict:
     """Run one harness's eval.py in protocol mode on ``submission_source``, mode after mode, and
     return ``{"device", "harness", "harness_date", "revision", "passed", "modes": {mode: [run,
     ...]}}`` (``harness_date``: the kit's leaderboard repeats, or the server's files of that
@@ -370,12 +370,12 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
     if harness not in ("kit", "server"):
         raise ValueError(f"harness must be kit or server, got {harness!r}")
     kit_dir = Path(kit_dir)
-    shapes = kit_eval.load_shapes(kit_dir / "shapes.json")
+    shapes = kit_harness.load_shapes(kit_dir / "shapes.json")
     cases = {"test": test_shapes or shapes["tests"], "timed": benchmark_shapes or shapes["benchmarks"]}
-    sol = kit_eval.sol_lookup(shapes)
+    sol = kit_harness.sol_lookup(shapes)
     # The kit's eval.py also logs the median; the server's runs in the environment as it is.
-    env = {"POPCORN_SEED": None, kit_eval.ENV_LOG_MEDIAN: "1" if harness == "kit" else None,
-           kit_eval.ENV_HARNESS_DATE: harness_date if harness == "kit" else None}
+    env = {"POPCORN_SEED": None, kit_harness.ENV_LOG_MEDIAN: "1" if harness == "kit" else None,
+           kit_harness.ENV_HARNESS_DATE: harness_date if harness == "kit" else None}
     server_dir = server_dir or SERVER_DIRS[harness_date]
     result = {"device": gpu_name(), "image": image_in_use(), "harness": harness, "harness_date": harness_date,
               "revision": harness_revision(harness, server_dir), "passed": True, "modes": {}}
@@ -384,14 +384,14 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
         for name, src in harness_sources(harness, kit_dir, server_dir).items():
             shutil.copy(src, work / name)
         (work / "submission.py").write_text(submission_source)
-        (work / "tests.txt").write_text(kit_eval.test_file_text(cases["test"]))
-        (work / "benchmarks.txt").write_text(kit_eval.test_file_text(cases["timed"]))
+        (work / "tests.txt").write_text(kit_harness.test_file_text(cases["test"]))
+        (work / "benchmarks.txt").write_text(kit_harness.test_file_text(cases["timed"]))
         for m in plan(mode):
             for _ in range(1 if m == "test" else max(1, runs)):
                 test_file = "tests.txt" if m == "test" else "benchmarks.txt"
                 t0 = time.time()
-                proc = kit_eval.run_protocol(work, m, test_file, timeout=PROTOCOL_TIMEOUT_S, env=env)
-                summary = kit_eval.summarize(m, kit_eval.results_from_popcorn(proc.lines, m), sol)
+                proc = kit_harness.run_protocol(work, m, test_file, timeout=PROTOCOL_TIMEOUT_S, env=env)
+                summary = kit_harness.summarize(m, kit_harness.results_from_popcorn(proc.lines, m), sol)
                 summary["passed"] = summary["passed"] and proc.returncode == 0 and proc.lines.get("check") == "pass"
                 result["modes"].setdefault(m, []).append({
                     "returncode": proc.returncode, "seconds": round(time.time() - t0, 1),
@@ -405,7 +405,7 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
 @app.function(image=image, **FUNCTION_OPTIONS)
 def run_remote(submission_source: str, mode: str = "all", runs: int = 1,
                test_shapes: list[dict] | None = None, benchmark_shapes: list[dict] | None = None,
-               harnesses: list[str] | None = None, harness_date: str = kit_eval.HARNESS_DATE) -> list[dict]:
+               harnesses: list[str] | None = None, harness_date: str = kit_harness.HARNESS_DATE) -> list[dict]:
     """``evaluate`` once per harness (default: the kit's), in turn, on the same GPU."""
     return [evaluate(submission_source, mode, runs, test_shapes, benchmark_shapes, harness=h,
                      harness_date=harness_date) for h in harnesses or ["kit"]]
@@ -583,8 +583,8 @@ def report(result: dict) -> str:
         geos = []
         for i, entry in enumerate(entries):
             title = f"[{m} run {i + 1}/{len(entries)}]" if len(entries) > 1 else f"[{m}]"
-            out += [title, kit_eval.format_table(entry["summary"], result["device"])]
-            if entry["returncode"] not in (0, kit_eval.EXIT_FAIL) or not entry["summary"]["cases"]:
+            out += [title, kit_harness.format_table(entry["summary"], result["device"])]
+            if entry["returncode"] not in (0, kit_harness.EXIT_FAIL) or not entry["summary"]["cases"]:
                 out.append(f"eval.py exited {entry['returncode']}; remote stderr (tail):\n"
                            + entry["stderr_tail"][-2000:])
             elif not entry["summary"]["passed"]:
@@ -592,10 +592,10 @@ def report(result: dict) -> str:
             geos.append(entry["summary"].get("geomean_mean_us"))
             out.append("")
         if m != "test" and len(entries) > 1:
-            shown = ", ".join(kit_eval._fmt(g) for g in geos)
+            shown = ", ".join(kit_harness.fmt(g) for g in geos)
             ok = [g for g in geos if g is not None]
             avg = sum(ok) / len(ok) if ok and len(ok) == len(geos) else None
-            out.append(f"{m}: geomean of means per run: {shown} µs; average {kit_eval._fmt(avg)} µs")
+            out.append(f"{m}: geomean of means per run: {shown} µs; average {kit_harness.fmt(avg)} µs")
             out.append("")
     out.append(f"{result['harness']}: {'PASS' if result['passed'] else 'FAIL'}")
     return "\n".join(out)
@@ -620,7 +620,7 @@ def comparison(results: list[dict]) -> str:
                 continue
             geo = entry["summary"].get("geomean_mean_us")
             cells.append(("PASS" if entry["summary"]["passed"] else "FAIL")
-                         + ("" if geo is None else f" {kit_eval._fmt(geo)} µs"))
+                         + ("" if geo is None else f" {kit_harness.fmt(geo)} µs"))
         lines.append(f"{m:<12}" + "".join(f"{c:>24}" for c in cells))
     return "\n".join(lines)
 
@@ -864,7 +864,7 @@ OPTION_HELP = {
                 f"server = those of {SERVER_REPO_URL.split('github.com/')[-1]} at the --harness-date's commit "
                 "(fetched when the image is built); both = kit, then server, in one container on the same GPU "
                 "(default kit)"),
-    "harness_date": ("|".join(kit_eval.HARNESS_DATES), "eval: the server's leaderboard loop of that date, for both "
+    "harness_date": ("|".join(kit_harness.HARNESS_DATES), "eval: the server's leaderboard loop of that date, for both "
                      "harnesses: 2025-11-11 = the nvfp4_gemv leaderboard's own (200 repeats per case, "
                      f"{SERVER_COMMITS['2025-11-11'][:7]}; use it to compare with the public results), 2026-01-13 = "
                      f"the head ({SERVER_COMMITS['2026-01-13'][:7]}, 1000 repeats; default)"),
@@ -978,7 +978,7 @@ def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
     """--job ab's arguments: the submission a file, --against one or more files, --ab-args
     eval.py ab's options."""
     for item in [submission, *against_items(against)]:
-        problem = kit_eval.submission_problem(Path(item))
+        problem = kit_harness.submission_problem(Path(item))
         if problem:
             return f"error: {problem}"
         problem = upload_problem(item)
@@ -992,19 +992,19 @@ def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
 def upload_problem(path: str) -> str | None:
     """The server's upload rules (``eval.static_problems``: empty, size, UTF-8, the forbidden word)
     for an existing file: one line naming the file and every rule it breaks, or None."""
-    problems = kit_eval.static_problems(Path(path))
+    problems = kit_harness.static_problems(Path(path))
     if problems:
         return f"error: {path} breaks the server's upload rules, so nothing is sent: " + "; ".join(problems)
     return None
 
 
 def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval", gpu: str = DEFAULT_GPU,
-               bench_args: str = "", sweep_args: str = "", harness_date: str = kit_eval.HARNESS_DATE,
+               bench_args: str = "", sweep_args: str = "", harness_date: str = kit_harness.HARNESS_DATE,
                against: str = "", ab_args: str = "", image: str = DEFAULT_IMAGE) -> str | None:
     """The first argument error (a message), or None. ``runs`` may be the raw text. The files a job
     sends (eval: --submission; ab: --submission and each --against) must keep the upload rules."""
     for flag, value, choices in (("--job", job, JOBS), ("--mode", mode, MODES), ("--harness", harness, HARNESSES),
-                                 ("--harness-date", harness_date, kit_eval.HARNESS_DATES),
+                                 ("--harness-date", harness_date, kit_harness.HARNESS_DATES),
                                  ("--image", image, IMAGES)):
         if value not in choices:
             return f"error: {flag} must be one of {', '.join(choices)}, got {value!r}"
@@ -1022,7 +1022,7 @@ def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval"
     if job == "ab":
         return ab_problem(submission, against, ab_args)
     if job == "eval":
-        problem = kit_eval.submission_problem(Path(submission))
+        problem = kit_harness.submission_problem(Path(submission))
         return f"error: {problem}" if problem else upload_problem(submission)
     return None
 
@@ -1041,7 +1041,7 @@ def _fail(message: str, code: int = 2):
 
 @app.local_entrypoint()
 def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: Literal[MODES] = "all",
-         harness: Literal[HARNESSES] = "kit", harness_date: str = kit_eval.HARNESS_DATE, runs: int = 1,
+         harness: Literal[HARNESSES] = "kit", harness_date: str = kit_harness.HARNESS_DATE, runs: int = 1,
          gpu: str = DEFAULT_GPU, out: str = "", bench_args: str = "", sweep_args: str = "", against: str = "",
          ab_args: str = "", image: Literal[IMAGES] = DEFAULT_IMAGE):
     """The local side: check the arguments, run the harnesses (or the job's steps) remotely,
@@ -1054,7 +1054,7 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
         _fail(f"error: --image {image}: this module defined its functions on the {IMAGE_KIND} image "
               f"(modal run modal_app.py --image {image} selects that one)")
     for item in [submission, *against_items(against)] if job in ("eval", "ab") else []:
-        for line in kit_eval.header_warnings(Path(item)):
+        for line in kit_harness.header_warnings(Path(item)):
             print(f"warning: {item}: {line}", file=sys.stderr)
     if job == "ab":
         code = run_ab(submission, against, gpu, out, ab_args, image)

@@ -30,14 +30,16 @@ import argparse
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import ab  # noqa: E402
 
@@ -88,7 +90,7 @@ def spread(record: dict) -> dict:
         means = [sum(v) / len(v) for v in by_set.values()]
         out[shape] = {"sets": len(means),
                       "sd_within_set": math.sqrt(sum(x * x for x in within) / dof) if dof else None,
-                      "sd_of_set_means": ab.statistics.stdev(means) if len(means) > 1 else None}
+                      "sd_of_set_means": statistics.stdev(means) if len(means) > 1 else None}
     return out
 
 
@@ -178,13 +180,12 @@ def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles
     around custom_kernel and the spin, as eval.py times it), with the standard error."""
     import torch
 
-    import eval as ev
-    from audit import load_submission
+    import harness
     from utils import clear_l2_cache
-    kernel = load_submission(submission).custom_kernel
+    kernel = harness.load_submission(submission, keep=False).custom_kernel
     out = {}
-    for case in ev.shape_set(shapes):
-        data = ev._generate({k: case[k] for k in ev.CASE_KEYS})
+    for case in harness.shape_set(shapes):
+        data = harness.generate_case({k: case[k] for k in harness.CASE_KEYS})
         kernel(data)  # the first call: compile, race
         diffs = []
         for i in range(2 * calls):
@@ -202,7 +203,7 @@ def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles
         pairs = [diffs[2 * j] + diffs[2 * j + 1] for j in range(calls)]
         mean = sum(pairs) / calls
         out[f"{case['m']}x{case['k']}x{case['l']}"] = {
-            "mean_ns": mean, "se_ns": ab.statistics.stdev(pairs) / math.sqrt(calls), "calls": calls}
+            "mean_ns": mean, "se_ns": statistics.stdev(pairs) / math.sqrt(calls), "calls": calls}
     return out
 
 

@@ -28,7 +28,7 @@ docstrings do not count), bench_kernel.py records it in ``info.kernel_revision``
 another revision is refused (``--force`` applies it anyway, with a warning) unless
 ``SAME_SASS`` lists the recorded revision as compiling to the same SASS as the current one.
 Before anything is written, the new file is checked: the server's upload rules
-(``eval.static_problems``), that it imports, that its tables hold exactly the intended
+(``harness.static_problems``), that it imports, that its tables hold exactly the intended
 entries and that each config can run its shape.
 
 Exit status: 0 done (or nothing to change), 1 the new file failed its checks (nothing
@@ -41,7 +41,6 @@ import argparse
 import ast
 import difflib
 import hashlib
-import importlib.util
 import json
 import math
 import re
@@ -51,9 +50,12 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
+import harness  # noqa: E402  the upload rules and the loader (no torch at the top)
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # eval.py (the upload rules) and task.py (which a submission imports)
-    sys.path.insert(0, str(ROOT))
 SUBMISSION = ROOT / "submission.py"
 TABLE_SUFFIX = "_MEASURED"  # a backend's table: <BACKEND>_MEASURED = {GPU model: {(m, k, l): config}}
 # Where server-protocol times lie within this fraction of the fastest, the clean time decides
@@ -274,7 +276,7 @@ def submission_module(text: str):
         with tempfile.TemporaryDirectory(prefix="apply_table_") as tmp:
             path = Path(tmp) / "submission.py"
             path.write_text(text)
-            _MODULES[text] = _load(path, f"_table_submission_{len(_MODULES)}")
+            _MODULES[text] = harness.load_submission(path, f"_table_submission_{len(_MODULES)}", keep=False)
     return _MODULES[text]
 
 
@@ -455,13 +457,6 @@ def _model_block(tree: ast.Module, backend: str, model: str):
 
 # ----------------------------------------------------------------------------- checks
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _fits(mod, key: tuple, cfg) -> bool:
     """Whether ``cfg`` can run its shape: its type's ``problem()`` and ``shape_problem(m, k)``."""
     backend, m, k, l = key
@@ -472,15 +467,13 @@ def verify(old_text: str, new_text: str, model: str, written: dict) -> list:
     """What is wrong with the new text (empty: nothing): the server's upload rules, the import,
     the tables (exactly the old ones with the written entries), the configs' fit, the kernel
     revision (the edit must not touch the kernels)."""
-    import eval as kit_eval  # the upload rules, from the kit's harness
-
     problems = []
     expected = read_table(old_text)
     expected.setdefault(model, {}).update(written)
     with tempfile.TemporaryDirectory(prefix="apply_table_") as tmp:
         path = Path(tmp) / "submission.py"
         path.write_text(new_text)
-        problems += kit_eval.static_problems(path)
+        problems += harness.static_problems(path)
     try:
         table = read_table(new_text)
     except Exception as exc:  # noqa: BLE001 - any import failure is the finding

@@ -54,13 +54,15 @@ import tempfile
 import time
 from pathlib import Path
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-import eval as ev  # noqa: E402  shape sets, backend picks
+import harness  # noqa: E402  shape sets, backend picks
 import quant  # noqa: E402
 import reference  # noqa: E402
 from benchmarks.bench_options import build_parser, sms_points  # noqa: E402
@@ -76,8 +78,7 @@ def load(path: str | None = None):
         import submission as kit_submission  # the kit's own (ROOT is first on sys.path)
         submission = kit_submission
     else:
-        from benchmarks.compile_table import load_submission
-        submission = load_submission(path)
+        submission = harness.load_submission(path)
     return submission
 
 
@@ -86,7 +87,7 @@ def current():
     return submission if submission is not None else load()
 
 
-from benchmarks import timing  # noqa: E402
+from benchmarks import roofline, timing  # noqa: E402
 from benchmarks.apply_table import kernel_revision, kit_revision  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
@@ -212,13 +213,13 @@ def env_info() -> dict:
 
 def backend_that_ran(m: int, k: int, l: int) -> str:
     """The backend custom_kernel used for this shape: the submission's ``select_backend``, and
-    for "fastest" the pick it cached for the shape (``eval._backend_picks``) where it exposes
+    for "fastest" the pick it cached for the shape (``harness.backend_picks``) where it exposes
     one; "unknown" for a submission without ``select_backend``."""
     select = getattr(current(), "select_backend", None)
     if select is None:
         return "unknown"
     name = select(torch.device("cuda"))
-    pick = ev._backend_picks().get(f"{m}x{k}x{l}") if name == "fastest" else None
+    pick = harness.backend_picks().get(f"{m}x{k}x{l}") if name == "fastest" else None
     return f"{name}: {pick}" if pick else name
 
 
@@ -291,6 +292,91 @@ def b200_equivalent_sms(full_rows: list) -> tuple:
     return int(-(-n // 2) * 2), bw
 
 
+def measure_roofline(args, argv: list) -> int:
+    """The roofline run (--roofline, benchmarks/roofline.py's definitions; CUDA checked by the
+    caller): prints the table, writes --json / --md / --plot; 0 if every result was right, else 1."""
+    sub = current()
+    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + list(argv))
+    info = env_info()
+    print(json.dumps(info), flush=True)
+    os.environ.pop(harness.ENV_BACKEND, None)  # auto: what custom_kernel picks itself
+    t_start = time.perf_counter()
+    floor_times = timing.bare_launch_floor()
+    floor = timing.median(floor_times)
+    read = timing.read_ceiling(roofline.READ_BYTES, 1, roofline.READ_REPS)
+    bw = roofline.READ_BYTES / read["us"]
+    print(f"floor {floor:.2f} us (empty Triton kernel, the leaderboard's protocol); read bandwidth "
+          f"{bw / 1e6:.3f} TB/s ({roofline.READ_BYTES} bytes in {read['us']:.1f} us, launch {read['shape']})",
+          flush=True)
+    dev = torch.device("cuda")
+    wanted = args.backends.split(",") if args.backends else [
+        n for n, b in sub.BACKENDS.items() if b.races and b.config is not None]
+    names = [n for n in wanted if n and sub.backend_support(dev)[n][0]]
+    rows = []
+    todo = roofline.shapes(args.roofline_shapes)
+    for i, s in enumerate(todo, 1):
+        m, k, l = s["m"], s["k"], s["l"]
+        shape = f"{m}x{k}x{l}"
+        nbytes = timing.gemv_bytes(m, k, l)
+        lim = roofline.limit_us(nbytes, floor, bw)
+        row = {"shape": shape, "m": m, "k": k, "l": l, "sets": s["sets"], "bytes": nbytes, "limit_us": lim,
+               "backends": {}, "auto": {}}
+        try:
+            cases = check_cases(m, k, l, s["seed"])
+        except Exception as exc:  # noqa: BLE001 - no inputs (out of memory, say): every series says why
+            why = [f"inputs: {type(exc).__name__}: {str(exc)[:300]}"]
+            row["backends"] = {name: {"wrong": why} for name in names}
+            row["auto"] = {"backend": "?", "wrong": why}
+            rows.append(row)
+            print(f"[{i}/{len(todo)}] {shape}: no inputs ({why[0]})", flush=True)
+            continue
+        data = cases[0][1]  # the official inputs, also the ones timed
+        for name in names:
+            res = row["backends"][name] = {}
+            try:
+                cfg = sub.config_for(name, data, m, k, l)
+                res["config"] = as_json(cfg)
+                fn = backend_fn(name, cfg)
+                bad = check(fn, cases)
+                if not bad:
+                    res.update(roofline.time_stats(timing.harness_times(fn, data, args.reps), lim))
+            except Exception as exc:  # noqa: BLE001 - a backend that cannot run a shape is recorded
+                bad = [f"{type(exc).__name__}: {str(exc)[:300]}"]
+            if bad:
+                res["wrong"] = bad
+        try:
+            bad = check(sub.custom_kernel, cases)
+            if not bad:
+                times = timing.harness_times(sub.custom_kernel, data, args.reps)
+                row["auto"].update(roofline.time_stats(times, lim))
+        except Exception as exc:  # noqa: BLE001 - recorded as the backends' are
+            bad = [f"{type(exc).__name__}: {str(exc)[:300]}"]
+        try:
+            row["auto"]["backend"] = backend_that_ran(m, k, l)
+        except Exception as exc:  # noqa: BLE001 - e.g. a submission whose select_backend raises here
+            row["auto"]["backend"] = f"unknown ({type(exc).__name__})"
+        if bad:
+            row["auto"]["wrong"] = bad
+        rows.append(row)
+        del cases, data
+        torch.cuda.empty_cache()
+        print(f"[{i}/{len(todo)} {time.perf_counter() - t_start:.0f} s] " + roofline.table_row(row, names),
+              flush=True)
+    record = {"info": info, "command": command, "floor_us": floor, "floor_times_us": floor_times,
+              "read": {"bytes": roofline.READ_BYTES, "us": read["us"], "shape": list(read["shape"]),
+                       "bytes_per_us": bw},
+              "backends": names, "reps": args.reps, "rows": rows, "seconds": time.perf_counter() - t_start}
+    record["summary"] = roofline.summary(record)
+    print("\n" + "\n".join(roofline.table_lines(record) + [""] + roofline.summary_lines(record)))
+    write_outputs(args, record, roofline.md_lines(record))
+    if args.plot:
+        roofline.plot(record, args.plot)
+        print(f"wrote plot: {args.plot}", file=sys.stderr)
+    wrong = [r for r in rows if "wrong" in r["auto"] or any("wrong" in b for b in r["backends"].values())]
+    return 1 if wrong else 0
+
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -308,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
               "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
     if args.roofline:
-        from benchmarks import roofline
-        return roofline.measure(args, argv)
+        return measure_roofline(args, argv)
     if args.sms and args.sms_child < 0:
         return sms_main(args, argv)
     command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)
@@ -319,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         info["launch_scaling_us"] = timing.launch_scaling(submission)
     print(json.dumps(info))
     cap = torch.cuda.get_device_capability(0)
-    picks = ev.shape_set(args.shapes)
+    picks = harness.shape_set(args.shapes)
     os.environ.pop("NVFP4_GEMV_BACKEND", None)
     floor = timing.median(timing.bare_launch_floor())
     dev = torch.device("cuda")
@@ -400,14 +485,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         bad = check(sub.custom_kernel, cases)
         chosen = backend_that_ran(m, k, l)
-        harness = timing.median(timing.harness_times(sub.custom_kernel, sets[0]))
+        harness_us = timing.median(timing.harness_times(sub.custom_kernel, sets[0]))
         host, bare_host = timing.host_cost_beside_bare(sub.custom_kernel, sets[0])
-        row = {"shape": shape, "backend": chosen, "harness_us": harness, "floor_us": floor,
+        row = {"shape": shape, "backend": chosen, "harness_us": harness_us, "floor_us": floor,
                "host_us": host, "bare_host_us": bare_host, "ceiling_us": ceil["us"]}
         if bad:
             row["wrong"] = bad
         rows.append(row)
-        print(f"   {shape} custom_kernel ({chosen}): harness {harness:.2f} us (floor {floor:.2f}); "
+        print(f"   {shape} custom_kernel ({chosen}): harness {harness_us:.2f} us (floor {floor:.2f}); "
               f"host/call {host:.1f} us (bare Triton launch {bare_host:.1f})" + (f" WRONG {bad}" if bad else ""),
               flush=True)
     print_table(info, rows)

@@ -4,14 +4,8 @@ job's options with them on a machine that may have no torch)."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import eval as ev  # noqa: E402  the shape sets (eval.py imports no torch at the top)
+import harness  # the shape sets (harness.py imports no torch at the top)
 
 DESCRIPTION = "Kernel benchmark of submission.py against the read ceiling (needs a CUDA GPU)."
 DEFAULT_REPS = 40
@@ -24,7 +18,7 @@ def build_parser(parser_class=argparse.ArgumentParser) -> argparse.ArgumentParse
     ap = parser_class(prog="python3 benchmarks/bench_kernel.py", description=DESCRIPTION,
                                  epilog="Progress and the table go to stdout. NVFP4_GEMV_BACKEND is ignored: the "
                                         "submission's own (auto) choice is what is timed and recorded.")
-    ap.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
+    ap.add_argument("--shapes", choices=harness.SHAPE_SETS, default="benchmarks",
                     help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
     ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
                     help="timed calls per shape for the device time (median; default %(default)s); with "

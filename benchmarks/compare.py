@@ -20,7 +20,7 @@ with NaN first; a strategy that fails (or raises) is reported as failed and not 
   event, call, event, sync) on the first input set: host cost included. Median.
 * ratios: ceiling / time (1 = at the measured bandwidth ceiling) and triton / time (> 1 =
   faster than the triton backend), for both times; geometric means over shapes
-  (``eval.geomean``: none when any shape is missing).
+  (``harness.geomean``: none when any shape is missing).
 
 Progress goes to stderr; the tables go to stdout last. Files (``--out``, default
 ``benchmarks/results/``; names stable per device): ``compare-<device>.csv``, ``.md``,
@@ -47,13 +47,14 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-import eval as ev  # noqa: E402  geomean, _fmt, load_shapes
+import harness  # noqa: E402  geomean, fmt, shape sets
 import nvfp4  # noqa: E402
 import quant  # noqa: E402
 import reference  # noqa: E402
@@ -76,7 +77,7 @@ def log(msg: str) -> None:
 
 
 def one_line(text, limit: int = 400) -> str:
-    s = ev._one_line(text)
+    s = harness.one_line(text)
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
@@ -97,8 +98,8 @@ def parse_shape(text: str) -> dict:
 
 
 def pick_shapes(choice: str, custom: list | None = None) -> list[dict]:
-    """``--shape`` values if given, else the named set of shapes.json (``eval.SHAPE_SETS``)."""
-    return list(custom) if custom else ev.shape_set(choice)
+    """``--shape`` values if given, else the named set of shapes.json (``harness.SHAPE_SETS``)."""
+    return list(custom) if custom else harness.shape_set(choice)
 
 
 def n_sets_for(nbytes: int, l2_bytes: int, minimum: int = DEFAULT_SETS, maximum: int = MAX_SETS) -> int:
@@ -449,7 +450,7 @@ def measure_shape(shape: dict, entries: list[dict], timer, sets: list, n_sets: i
         rows.append(row)
         detail = f" [{res['detail']}]" if res.get("detail") else ""
         note = f"; {row.note}" if row.note else ""
-        log(f"{name} {s.key}: device {ev._fmt(row.device_us, '.2f')} µs, harness {row.harness_us:.2f} µs{detail} "
+        log(f"{name} {s.key}: device {harness.fmt(row.device_us, '.2f')} µs, harness {row.harness_us:.2f} µs{detail} "
             f"({time.perf_counter() - t0:.1f} s){note}")
     return derive(rows)
 
@@ -485,7 +486,7 @@ def geomeans(rows: list[Row]) -> dict:
     out = {}
     for key in _strategy_order(rows):
         mine = [r for r in rows if r.strategy == key]
-        out[key] = {f: ev.geomean(getattr(r, f) for r in mine) for f in GEO_FIELDS}
+        out[key] = {f: harness.geomean(getattr(r, f) for r in mine) for f in GEO_FIELDS}
     return out
 
 
@@ -561,7 +562,7 @@ def _cell(r: Row | None, time_field: str, ratio_field: str) -> str:
         return "FAILED"
     if getattr(r, time_field) is None:
         return "host-blocking" if r.note else "-"
-    return f"{ev._fmt(getattr(r, time_field), '.2f')} ({ev._fmt(getattr(r, ratio_field), '.2f')})"
+    return f"{harness.fmt(getattr(r, time_field), '.2f')} ({harness.fmt(getattr(r, ratio_field), '.2f')})"
 
 
 def table_lines(rows: list[Row], geo: dict, kind: str = "device") -> list[str]:
@@ -576,8 +577,8 @@ def table_lines(rows: list[Row], geo: dict, kind: str = "device") -> list[str]:
     for i, key in enumerate(keys, 1):
         g = geo.get(key, {})
         line = ([f"{i}. {LABELS.get(key, key)}"] + [_cell(cells.get((s, key)), t_field, c_field) for s in shapes]
-                + [ev._fmt(g.get(t_field), ".2f"), ev._fmt(g.get(c_field), ".3f"),
-                   ev._fmt(g.get(tr_field), ".3f")])
+                + [harness.fmt(g.get(t_field), ".2f"), harness.fmt(g.get(c_field), ".3f"),
+                   harness.fmt(g.get(tr_field), ".3f")])
         out.append("| " + " | ".join(line) + " |")
     return out
 
@@ -737,7 +738,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="strategies (--strategies):\n" + "\n".join(
                                     f"  {s.key:<11} {s.what}" for s in STRATEGIES))
-    p.add_argument("--shapes", choices=ev.SHAPE_SETS, default="benchmarks",
+    p.add_argument("--shapes", choices=harness.SHAPE_SETS, default="benchmarks",
                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
     p.add_argument("--shape", type=parse_shape, action="append", metavar="MxKxL",
                    help="a shape of your own instead (repeatable; seed 1111)")

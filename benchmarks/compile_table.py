@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib.util
 import io
 import json
 import os
@@ -45,6 +44,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
+from harness import load_submission, writable_file_problem  # noqa: E402  (no torch or triton at the top)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -99,19 +103,6 @@ def install_server_triton(path: Path | None = None) -> Path:
 
 
 # ----------------------------------------------------------------------------- what to compile
-
-def load_submission(path: Path | str = SUBMISSION):
-    """Import submission.py as the module ``submission`` (its folder first on sys.path, for `task`)."""
-    path = Path(path).resolve()
-    for folder in (str(ROOT), str(path.parent)):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location("submission", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def kernels_of(sub) -> dict:
     """{name: JITFunction} of the module-level ``@triton.jit`` functions named ``*_kernel``."""
@@ -451,10 +442,7 @@ def gate(submission: Path | str = SUBMISSION, server: Path | None = None) -> lis
 
 def _out_problem(out: str) -> str:
     """'' when the markdown file ``out`` can be written, else why not (checked before compiling)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import eval as ev  # the kit's harness: imports no torch or triton at the top
-    return ev.writable_file_problem(out, "--out", "compile-table.md")
+    return writable_file_problem(out, "--out", "compile-table.md")
 
 
 def _submission_problem(path: str) -> str:
@@ -462,9 +450,8 @@ def _submission_problem(path: str) -> str:
     import it), else why not, in one line."""
     if not Path(path).is_file():
         return f"--submission {path} not found (or not a file)"
-    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-            "from benchmarks.compile_table import load_submission; load_submission(sys.argv[2])")
-    proc = subprocess.run([sys.executable, "-c", code, str(ROOT), str(Path(path).resolve())], cwd=ROOT,
+    code = "import sys; from harness import load_submission; load_submission(sys.argv[1])"  # the root: the cwd
+    proc = subprocess.run([sys.executable, "-c", code, str(Path(path).resolve())], cwd=ROOT,
                           env=_child_env(None), capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
     if proc.returncode:
         last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]

@@ -51,8 +51,10 @@ import sys
 import time
 from pathlib import Path
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
@@ -88,7 +90,7 @@ def protocol_times(protocol: str, fn, data, reps: int, warmup: int = 3) -> list[
         return timing.harness_times(fn, data, reps, warmup)
     clear = protocol.startswith("clear")
     hold = protocol.endswith("held")
-    cycles = int(HOLD_S * timing._clock_hz()) if hold else 0
+    cycles = int(HOLD_S * timing.clock_hz()) if hold else 0
     for _ in range(warmup):
         fn(data)
     out = []
@@ -174,7 +176,7 @@ def measure(reps: int, shapes: list) -> dict:
 
     x = torch.empty(1, device=dev)
     add("events", "", "nothing between the events", lambda _: None, None, PROTOCOLS)
-    add("empty triton", "", "timing._empty_kernel, 1 program", lambda _: timing._empty_kernel[(1,)](x), None,
+    add("empty triton", "", "timing.empty_kernel, 1 program", lambda _: timing.empty_kernel[(1,)](x), None,
         PROTOCOLS)
     try:
         add("empty cuda", "", "NVRTC, driver launch, 1 block of 32", _empty_cuda(sub, dev), None, PROTOCOLS)
@@ -289,11 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         print("floor.py needs a CUDA GPU (CUDA events, the server's L2 clear); this machine has none",
               file=sys.stderr)
         return 2
-    import eval as ev
+    import harness
     t0 = time.perf_counter()
     record = {"info": env_info(), "reps": args.reps,
               "command": " ".join(["python3", "benchmarks/floor.py"] + (sys.argv[1:] if argv is None else argv))}
-    record.update(measure(args.reps, ev.shape_set(args.shapes)))
+    record.update(measure(args.reps, harness.shape_set(args.shapes)))
     record["seconds"] = round(time.perf_counter() - t0, 1)
     print("\n".join(report_lines(record)))
     if args.json:

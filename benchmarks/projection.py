@@ -38,8 +38,10 @@ import json
 import sys
 from pathlib import Path
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 import submission  # noqa: E402
 from benchmarks import sass_count  # noqa: E402

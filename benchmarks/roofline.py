@@ -1,5 +1,7 @@
 """The roofline view: each kernel's time under the leaderboard's protocol against the time the
-memory system allows for its bytes, over a grid of shapes (``bench_kernel.py --roofline``).
+memory system allows for its bytes, over a grid of shapes (``bench_kernel.py --roofline``). This
+file holds the definitions, the shapes, the record's views and the plot; the measurement itself is
+``bench_kernel.measure_roofline``.
 
 Definitions (everything measured in the same run, on the same GPU):
 
@@ -37,14 +39,12 @@ import json
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
 
-import eval as ev  # noqa: E402  shape sets (eval.py imports no torch at the top)
+import harness  # noqa: E402  shape sets (harness.py imports no torch at the top)
 from benchmarks.bench_options import ROOFLINE_SHAPES as SHAPE_CHOICES  # noqa: E402  grid, tests, both
 
 READ_BYTES = 1 << 30  # the streaming read that gives the bandwidth: 1 GiB, 20x an H100's L2
@@ -85,7 +85,7 @@ def shapes(which: str = "both", shape_sets: dict | None = None) -> list[dict]:
             add(m, k, l, SEED, "grid")
     if which in ("tests", "both"):
         for tag, name in (("test", "tests"), ("benchmark", "benchmarks")):
-            for case in ev.shape_set(name, shape_sets):
+            for case in harness.shape_set(name, shape_sets):
                 add(case["m"], case["k"], case["l"], case["seed"], tag)
     return list(out.values())
 
@@ -100,98 +100,10 @@ def target(nbytes: int) -> float:
     return TARGETS["large"] if nbytes >= TARGET_BYTES else TARGETS["small"]
 
 
-def _stats(times: list, lim: float) -> dict:
+def time_stats(times: list, lim: float) -> dict:
+    """The record of one series' times (µs) at one shape: mean, median, each over the limit, count."""
     mean, med = statistics.fmean(times), statistics.median(times)
     return {"mean_us": mean, "median_us": med, "ratio": mean / lim, "median_ratio": med / lim, "n": len(times)}
-
-
-# --------------------------------------------------------------------------- the GPU run
-
-def measure(args, argv: list) -> int:
-    """The roofline run (bench_kernel.py --roofline; CUDA checked by the caller): prints the
-    table, writes --json / --md / --plot; 0 if every result was right, else 1."""
-    import os
-
-    import torch
-
-    from benchmarks import bench_kernel as bk
-    from benchmarks import timing
-
-    sub = bk.current()
-    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + list(argv))
-    info = bk.env_info()
-    print(json.dumps(info), flush=True)
-    os.environ.pop(ev.ENV_BACKEND, None)  # auto: what custom_kernel picks itself
-    t_start = time.perf_counter()
-    floor_times = timing.bare_launch_floor()
-    floor = timing.median(floor_times)
-    read = timing.read_ceiling(READ_BYTES, 1, READ_REPS)
-    bw = READ_BYTES / read["us"]
-    print(f"floor {floor:.2f} us (empty Triton kernel, the leaderboard's protocol); read bandwidth "
-          f"{bw / 1e6:.3f} TB/s ({READ_BYTES} bytes in {read['us']:.1f} us, launch {read['shape']})", flush=True)
-    dev = torch.device("cuda")
-    wanted = args.backends.split(",") if args.backends else [
-        n for n, b in sub.BACKENDS.items() if b.races and b.config is not None]
-    names = [n for n in wanted if n and sub.backend_support(dev)[n][0]]
-    rows = []
-    todo = shapes(args.roofline_shapes)
-    for i, s in enumerate(todo, 1):
-        m, k, l = s["m"], s["k"], s["l"]
-        shape = f"{m}x{k}x{l}"
-        nbytes = timing.gemv_bytes(m, k, l)
-        lim = limit_us(nbytes, floor, bw)
-        row = {"shape": shape, "m": m, "k": k, "l": l, "sets": s["sets"], "bytes": nbytes, "limit_us": lim,
-               "backends": {}, "auto": {}}
-        try:
-            cases = bk.check_cases(m, k, l, s["seed"])
-        except Exception as exc:  # noqa: BLE001 - no inputs (out of memory, say): every series says why
-            why = [f"inputs: {type(exc).__name__}: {str(exc)[:300]}"]
-            row["backends"] = {name: {"wrong": why} for name in names}
-            row["auto"] = {"backend": "?", "wrong": why}
-            rows.append(row)
-            print(f"[{i}/{len(todo)}] {shape}: no inputs ({why[0]})", flush=True)
-            continue
-        data = cases[0][1]  # the official inputs, also the ones timed
-        for name in names:
-            res = row["backends"][name] = {}
-            try:
-                cfg = sub.config_for(name, data, m, k, l)
-                res["config"] = bk.as_json(cfg)
-                fn = bk.backend_fn(name, cfg)
-                bad = bk.check(fn, cases)
-                if not bad:
-                    res.update(_stats(timing.harness_times(fn, data, args.reps), lim))
-            except Exception as exc:  # noqa: BLE001 - a backend that cannot run a shape is recorded
-                bad = [f"{type(exc).__name__}: {str(exc)[:300]}"]
-            if bad:
-                res["wrong"] = bad
-        try:
-            bad = bk.check(sub.custom_kernel, cases)
-            if not bad:
-                row["auto"].update(_stats(timing.harness_times(sub.custom_kernel, data, args.reps), lim))
-        except Exception as exc:  # noqa: BLE001 - recorded as the backends' are
-            bad = [f"{type(exc).__name__}: {str(exc)[:300]}"]
-        try:
-            row["auto"]["backend"] = bk.backend_that_ran(m, k, l)
-        except Exception as exc:  # noqa: BLE001 - e.g. a submission whose select_backend raises here
-            row["auto"]["backend"] = f"unknown ({type(exc).__name__})"
-        if bad:
-            row["auto"]["wrong"] = bad
-        rows.append(row)
-        del cases, data
-        torch.cuda.empty_cache()
-        print(f"[{i}/{len(todo)} {time.perf_counter() - t_start:.0f} s] " + table_row(row, names), flush=True)
-    record = {"info": info, "command": command, "floor_us": floor, "floor_times_us": floor_times,
-              "read": {"bytes": READ_BYTES, "us": read["us"], "shape": list(read["shape"]), "bytes_per_us": bw},
-              "backends": names, "reps": args.reps, "rows": rows, "seconds": time.perf_counter() - t_start}
-    record["summary"] = summary(record)
-    print("\n" + "\n".join(table_lines(record) + [""] + summary_lines(record)))
-    bk.write_outputs(args, record, md_lines(record))
-    if args.plot:
-        plot(record, args.plot)
-        print(f"wrote plot: {args.plot}", file=sys.stderr)
-    wrong = [r for r in rows if "wrong" in r["auto"] or any("wrong" in b for b in r["backends"].values())]
-    return 1 if wrong else 0
 
 
 # --------------------------------------------------------------------------- the record's views

@@ -36,8 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
 
 import submission  # noqa: E402
 

@@ -32,9 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 CUDA_ARCHS = ("sm_90a", "sm_100a")
 TRITON_ARCHS = (90, 100)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         return subprocess.run([sys.executable, str(Path(__file__).resolve()), *(argv or sys.argv[1:])],
                               env=env).returncode
-    from benchmarks.compile_table import load_submission
+    from harness import load_submission
     sub = load_submission(args.submission)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

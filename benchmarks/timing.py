@@ -31,17 +31,14 @@ import statistics
 import time
 from typing import Callable, NamedTuple, Sequence
 
-import torch
-import triton
-import triton.language as tl
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
 
-try:
-    from utils import clear_l2_cache
-except ImportError:  # run as a script from a checkout that is not installed: the kit's root
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from utils import clear_l2_cache
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from utils import clear_l2_cache  # noqa: E402
 
 
 def gemv_bytes(m: int, k: int, l: int) -> int:
@@ -80,7 +77,7 @@ def device_times(fn: Callable, sets: Sequence, reps: int = 40, warmup: int = 3) 
     # took 20.0 ms, 25x the measured launch time) voids that round, not the run: the round is
     # repeated with twice the hold, and only HOLD_TRIES failures in a row raise.
     for _ in range(HOLD_TRIES):
-        torch.cuda._sleep(int(hold_s * _clock_hz()))
+        torch.cuda._sleep(int(hold_s * clock_hz()))
         t0 = time.perf_counter()
         for i in range(reps):
             s = sets[i % len(sets)]
@@ -103,7 +100,7 @@ HOLD_TRIES = 3
 _CLOCK = {}
 
 
-def _clock_hz() -> float:
+def clock_hz() -> float:
     """SM clock for torch.cuda._sleep's cycle count: measured once (a spin of known cycles)."""
     if "hz" not in _CLOCK:
         torch.cuda.synchronize()
@@ -370,14 +367,14 @@ def harness_times(fn: Callable, data, reps: int = 20, warmup: int = 2) -> list[f
 
 
 @triton.jit
-def _empty_kernel(x):
+def empty_kernel(x):
     pass
 
 
 def bare_launch_floor(reps: int = 20) -> list[float]:
     """Harness-protocol times of launching an empty Triton kernel (one pointer argument)."""
     x = torch.empty(1, device="cuda")
-    return harness_times(lambda _: _empty_kernel[(1,)](x), None, reps)
+    return harness_times(lambda _: empty_kernel[(1,)](x), None, reps)
 
 
 def host_cost(fn: Callable, arg, calls: int = 200) -> float:
@@ -394,7 +391,7 @@ def host_cost(fn: Callable, arg, calls: int = 200) -> float:
 
 def bare_launch_host_cost(calls: int = 200) -> float:
     x = torch.empty(1, device="cuda")
-    return host_cost(lambda _: _empty_kernel[(1,)](x), None, calls)
+    return host_cost(lambda _: empty_kernel[(1,)](x), None, calls)
 
 
 def host_cost_beside_bare(fn: Callable, arg, calls: int = 200, rounds: int = 7) -> tuple:

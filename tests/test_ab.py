@@ -14,7 +14,7 @@ import pytest
 from conftest import HAS_CUDA, ROOT
 
 import ab
-import eval as ev
+import harness
 
 FIXTURES = ROOT / "tests" / "fixtures"
 GOOD = FIXTURES / "good_submission.py"
@@ -280,21 +280,21 @@ def test_a_file_failing_its_checks_is_one_line():
     assert lines[0] == f"BASE {GOOD}: PASS"
     (fail,) = [line for line in lines if line.startswith("NEW")]
     assert fail.startswith(f"NEW {wrong}: FAIL m: 128; k: 256; l: 1; seed: 1111: mismatch found")
-    assert proc.returncode == (ev.EXIT_FAIL if HAS_CUDA else ev.EXIT_USAGE), proc.stderr
+    assert proc.returncode == (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE), proc.stderr
 
 
 def test_static_rules_fail_a_file_but_missing_headers_are_a_note(tmp_path, capsys):
     """The upload rules fail a file (one line); missing #!POPCORN lines are no server rule
     (eval.header_warnings: a note in the JSON)."""
     bad = tmp_path / "bad.py"
-    bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n# a cuda " + ev.FORBIDDEN_WORD +
+    bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n# a cuda " + harness.FORBIDDEN_WORD +
                    " here\n" + GOOD.read_text())
-    assert ab.main([str(GOOD), str(bad)]) == (ev.EXIT_FAIL if HAS_CUDA else ev.EXIT_USAGE)
+    assert ab.main([str(GOOD), str(bad)]) == (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE)
     out = capsys.readouterr().out
     assert f"NEW {bad}: FAIL line 3 contains the word" in out, out
     bare = tmp_path / "bare.py"
     bare.write_text("\n".join(line for line in GOOD.read_text().splitlines() if not line.startswith("#!POPCORN")))
-    assert ev.static_problems(bare) == [] and len(ev.header_warnings(bare)) == 2
+    assert harness.static_problems(bare) == [] and len(harness.header_warnings(bare)) == 2
 
 
 def test_git_revision_and_hash(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-import eval as kit_eval
+import harness
 import submission
 from benchmarks import apply_table, bench_kernel
 
@@ -186,7 +186,7 @@ def test_b200_sweep_adds_a_block_that_config_for_uses(tmp_path, sub, monkeypatch
     before = sub.read_text()
     assert apply(tmp_path, fixture("b200"), sub) == 0
     text = sub.read_text()
-    assert kit_eval.static_problems(sub) == []
+    assert harness.static_problems(sub) == []
     tables = apply_table.read_table(text)
     assert tables[B200] == B200_WINNERS  # scaled_mm (no configs) left out
     old = apply_table.read_table(before)
@@ -205,7 +205,7 @@ def test_b200_sweep_adds_a_block_that_config_for_uses(tmp_path, sub, monkeypatch
                  f"cuda 7168x16384x1: new {B200_WINNERS[('cuda', 7168, 16384, 1)]!r}"):
         assert said in out, said
 
-    mod = apply_table._load(sub, "_b200_submission")
+    mod = harness.load_submission(sub, "_b200_submission", keep=False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: B200)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (10, 0))
     monkeypatch.setattr(mod, "_tune", lambda *a: pytest.fail("a measured GPU model is not tuned"))

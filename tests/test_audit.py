@@ -16,6 +16,7 @@ import torch
 from conftest import ROOT, requires_cuda
 
 import audit
+import harness
 import quant
 import reference
 import submission
@@ -189,7 +190,7 @@ SMALL = ((128, 256, 1), (256, 1024, 2), (512, 4096, 2))
 def test_tolerance_used_sees_what_the_servers_data_hides():
     """fp32 group sums: exact on the server's data, a share of the tolerance on full-range data
     (one fp16 step off the correctly rounded answer near 1: about half of atol + rtol |x|)."""
-    kernel = audit.load_submission(FIXTURES / "good_fp32_group_sums.py").custom_kernel
+    kernel = harness.load_submission(FIXTURES / "good_fp32_group_sums.py", keep=False).custom_kernel
     checks = {c.name: c for c in audit.tolerance_checks(kernel, SMALL, "cpu")}
     assert set(checks) == {f"tolerance used, {d}" for d in quant.DISTRIBUTIONS}
     assert all(c.status == "INFO" for c in checks.values())
@@ -200,7 +201,7 @@ def test_tolerance_used_sees_what_the_servers_data_hides():
 
 
 def test_tolerance_used_fails_beyond_the_tolerance_on_the_servers_data():
-    low = audit.load_submission(FIXTURES / "wrong_low_precision.py").custom_kernel
+    low = harness.load_submission(FIXTURES / "wrong_low_precision.py", keep=False).custom_kernel
     (official, *_) = audit.tolerance_checks(low, SMALL[:1], "cpu")
     assert official.status == "FAIL" and "(beyond the tolerance)" in official.reason
 
@@ -228,6 +229,6 @@ def test_gpu_kit_submission_stays_inside_the_tolerance_on_every_distribution():
     """The kit's kernels on the official test shapes: at most the tolerance on every distribution
     (the number itself is in `eval.py audit`'s output)."""
     checks = audit.tolerance_checks(submission.custom_kernel, sorted({(c["m"], c["k"], c["l"])
-                                    for c in audit.ev.shape_set("tests")}), "cuda")
+                                    for c in harness.shape_set("tests")}), "cuda")
     assert len(checks) == len(quant.DISTRIBUTIONS)
     assert all(c.status == "INFO" and "beyond" not in c.reason for c in checks), [c.line() for c in checks]

@@ -1,5 +1,5 @@
 """eval.py end to end, as the server runs it: a tmp dir holding copies of eval.py, task.py,
-utils.py, reference.py (with nvfp4.py and quant.py, which the kit's reference and
+utils.py, reference.py (with harness.py, nvfp4.py and quant.py, which the kit's eval, reference and
 distributions import) and a submission renamed submission.py; ``python eval.py MODE FILE``
 with POPCORN_FD the write end of a real ``os.pipe()``; the lines read back and asserted.
 
@@ -26,14 +26,15 @@ import torch
 from conftest import HAS_CUDA, ROOT, progress, requires_cuda
 
 import eval as ev
+import harness
 
 FIXTURES = ROOT / "tests" / "fixtures"
-LAYOUT_FILES = (*ev.SERVER_FILES, *ev.KIT_SUPPORT_FILES)  # the server's four, and what the kit's modules import
+LAYOUT_FILES = (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES)  # the server's four, what the kit's import
 REAL = ROOT / "submission.py"
 TINY = "tiny.txt"  # two cases: l = 1 and l = 2
 TINY_ONE = "tiny_one.txt"  # one case
-CLEAN_ENV = {"POPCORN_SEED": None, ev.ENV_DISTRIBUTION: None, ev.ENV_CHECK_INPUTS: None,
-             ev.ENV_LOG_MEDIAN: None, ev.ENV_BACKEND: None}
+CLEAN_ENV = {"POPCORN_SEED": None, harness.ENV_DISTRIBUTION: None, harness.ENV_CHECK_INPUTS: None,
+             harness.ENV_LOG_MEDIAN: None, harness.ENV_BACKEND: None}
 RUN_TIMEOUT_S = 600
 
 
@@ -55,7 +56,7 @@ def fixture(name: str) -> Path:
 # key -> (submission, mode, test file, extra environment)
 PROTOCOL_RUNS = {
     "real.test": (REAL, "test", TINY, {}),
-    "real.benchmark": (REAL, "benchmark", TINY, {ev.ENV_LOG_MEDIAN: "1"}),
+    "real.benchmark": (REAL, "benchmark", TINY, {harness.ENV_LOG_MEDIAN: "1"}),
     "real.leaderboard": (REAL, "leaderboard", TINY_ONE, {}),
     "plain_scales.test": (fixture("good_plain_scales"), "test", TINY, {}),
     "plain_scales.benchmark": (fixture("good_plain_scales"), "benchmark", TINY, {}),
@@ -64,14 +65,14 @@ PROTOCOL_RUNS = {
     "low_precision.test": (fixture("wrong_low_precision"), "test", TINY, {}),
     "modifies_inputs.test": (fixture("wrong_modifies_inputs"), "test", TINY, {}),
     "modifies_inputs.unchecked": (fixture("wrong_modifies_inputs"), "test", TINY_ONE,
-                                  {ev.ENV_CHECK_INPUTS: "0"}),
+                                  {harness.ENV_CHECK_INPUTS: "0"}),
     "raises.test": (fixture("wrong_raises"), "test", TINY, {}),
     "shape_dtype.test": (fixture("wrong_shape_dtype"), "test", TINY, {}),
     "crashes.test": (fixture("wrong_crashes_worker"), "test", TINY, {}),
     "cache.test": (fixture("wrong_cache_first_output"), "test", TINY_ONE, {}),
     "cache.leaderboard": (fixture("wrong_cache_first_output"), "leaderboard", TINY_ONE, {}),
     "probe.test": (fixture("probe_worker_env"), "test", TINY_ONE,
-                   {"POPCORN_SEED": "4242", ev.ENV_DISTRIBUTION: "full-range", ev.ENV_BACKEND: "torch"}),
+                   {"POPCORN_SEED": "4242", harness.ENV_DISTRIBUTION: "full-range", harness.ENV_BACKEND: "torch"}),
 }
 
 
@@ -94,7 +95,7 @@ def runs(tmp_path_factory, request):
     def protocol(key):
         sub, mode, test_file, extra = jobs[key]
         workdir = server_layout(base / key, sub)
-        return ev.run_protocol(workdir, mode, test_file, env={**CLEAN_ENV, **extra}, timeout=RUN_TIMEOUT_S)
+        return harness.run_protocol(workdir, mode, test_file, env={**CLEAN_ENV, **extra}, timeout=RUN_TIMEOUT_S)
 
     def human_json(key, sub, shapes):
         out = base / f"{key}.json"
@@ -119,13 +120,13 @@ def runs(tmp_path_factory, request):
         return {k: f.result() for f, k in futures.items()}
 
 
-def get(runs, key) -> ev.ProtocolRun:
+def get(runs, key) -> harness.ProtocolRun:
     if key not in runs:
         pytest.skip(f"{key}: its submission file is missing")
     return runs[key]
 
 
-def describe(run: ev.ProtocolRun) -> str:
+def describe(run: harness.ProtocolRun) -> str:
     return f"rc={run.returncode} lines={run.lines} stderr tail:\n{run.stderr[-3000:]}"
 
 
@@ -162,7 +163,7 @@ def test_benchmark_mode_logs_stats_of_every_case(runs):
     for i in range(2):
         v = {f: float(run.lines[f"benchmark.{i}.{f}"])
              for f in ("runs", "mean", "std", "err", "best", "worst", "median")}
-        assert 3 <= v["runs"] <= ev.BENCH_CASE[0]
+        assert 3 <= v["runs"] <= harness.BENCH_CASE[0]
         assert 0 < v["best"] <= v["mean"] <= v["worst"]
         assert v["best"] <= v["median"] <= v["worst"]
         assert v["err"] == pytest.approx(v["std"] / math.sqrt(v["runs"]))
@@ -283,9 +284,9 @@ def test_protocol_mode_refuses_what_the_server_refuses(tmp_path):
     ``check: fail``, exit 112, no case run."""
     bad = tmp_path / "bad.py"
     bad.write_text((FIXTURES / "good_submission.py").read_text()
-                   + f"# one {ev.FORBIDDEN_WORD.capitalize()} per call\n")
+                   + f"# one {harness.FORBIDDEN_WORD.capitalize()} per call\n")
     workdir = server_layout(tmp_path / "server", bad)
-    run = ev.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    run = harness.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 112, describe(run)
     assert run.lines == {"check": "fail"}, describe(run)
     lines = run.stderr.splitlines()
@@ -300,7 +301,7 @@ def test_protocol_mode_runs_a_file_without_header_lines(tmp_path):
     plain.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2])
     assert "#!POPCORN" not in plain.read_text()
     workdir = server_layout(tmp_path / "server", plain)
-    run = ev.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    run = harness.run_protocol(workdir, "test", TINY, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, describe(run)
     assert run.lines["check"] == "pass" and "POPCORN" not in run.stderr, describe(run)
 
@@ -366,16 +367,17 @@ def test_a_failure_of_the_submission_is_reported_once_with_its_own_frames(tmp_pa
     proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), str(bad)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 112, proc.stderr
-    cases = len(ev.shape_set("tests"))
+    cases = len(harness.shape_set("tests"))
     assert proc.stderr.count("importing the submission raised:\n") == 1, proc.stderr
     assert proc.stderr.count("SyntaxError: '(' was never closed\n") == 1, proc.stderr
     assert proc.stderr.count("FAIL: importing the submission raised SyntaxError") == cases, proc.stderr
-    assert "eval.py" not in proc.stderr and "<frozen" not in proc.stderr, proc.stderr
+    assert "eval.py" not in proc.stderr and "harness.py" not in proc.stderr and "<frozen" not in proc.stderr, \
+        proc.stderr
     assert f'File "{bad}", line 3' in proc.stderr
 
 
 def test_user_traceback_keeps_the_chain_and_drops_the_harness_frames():
-    def harness_calls(fn):  # stands in for eval.py's frames: this test file is not eval.py
+    def harness_calls(fn):  # stands in for harness.py's frames: this test file is not harness.py
         return fn()
 
     def submission():
@@ -387,9 +389,9 @@ def test_user_traceback_keeps_the_chain_and_drops_the_harness_frames():
     try:
         harness_calls(submission)
     except ValueError as exc:
-        text = ev.user_traceback(exc)
+        text = harness.user_traceback(exc)
     assert "KeyError: 'missing'" in text and "direct cause" in text and text.endswith("ValueError: no such key\n")
-    assert "in submission" in text and "eval.py" not in text
+    assert "in submission" in text and "harness.py" not in text
 
 
 @pytest.mark.parametrize("variable, value, words", [
@@ -499,7 +501,7 @@ def test_human_mode_ctrl_c_is_one_line(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     reader.join(timeout=10)
     after = "".join(lines).split("never returning\n", 1)[1]
-    assert proc.returncode == ev.EXIT_INTERRUPTED == 130, "".join(lines)
+    assert proc.returncode == harness.EXIT_INTERRUPTED == 130, "".join(lines)
     assert after == "error: interrupted (Ctrl-C); no result\n", after
     for _ in range(20):  # the killed worker may linger a moment as a zombie until init reaps it
         ps = subprocess.run(["ps", "-o", "pid=,stat=", "-s", str(proc.pid)], capture_output=True, text=True).stdout
@@ -514,7 +516,7 @@ def test_human_help_lists_every_choice(capsys):
     with pytest.raises(SystemExit):
         ev.human_main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert all(name in out for name in ev._distributions())
+    assert all(name in out for name in harness.distributions())
     assert "tests|benchmarks|all|FILE" in out
 
 
@@ -525,9 +527,9 @@ def test_human_help_lists_every_choice(capsys):
 def test_cuda_benchmark_and_leaderboard_stats(tmp_path):
     """The CUDA-event path: plausible stats, repeat caps respected."""
     workdir = server_layout(tmp_path / "real", REAL)
-    for mode, test_file, cap in (("benchmark", TINY, ev.BENCH_CASE[0]),
-                                 ("leaderboard", TINY_ONE, ev.LEADERBOARD_CASE[0])):
-        run = ev.run_protocol(workdir, mode, test_file, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    for mode, test_file, cap in (("benchmark", TINY, harness.BENCH_CASE[0]),
+                                 ("leaderboard", TINY_ONE, harness.LEADERBOARD_CASE[0])):
+        run = harness.run_protocol(workdir, mode, test_file, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
         assert run.returncode == 0, describe(run)
         for i in range(int(run.lines["benchmark-count"])):
             runs_ = int(run.lines[f"benchmark.{i}.runs"])
@@ -539,7 +541,7 @@ def test_cuda_benchmark_and_leaderboard_stats(tmp_path):
 @requires_cuda
 def test_cuda_profile_mode(tmp_path):
     workdir = server_layout(tmp_path / "real", REAL)
-    run = ev.run_protocol(workdir, "profile", TINY_ONE, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    run = harness.run_protocol(workdir, "profile", TINY_ONE, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, describe(run)
     report = base64.b64decode(run.lines["benchmark.0.report"], b"+*").decode()
     assert "Name" in report and "CUDA" in report
@@ -553,7 +555,7 @@ def test_cuda_human_benchmark_table(tmp_path):
     print(proc.stdout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(out.read_text())["modes"]["benchmark"]
-    assert [c["sol_us"] for c in summary["cases"]] == [b["sol_us"] for b in ev.load_shapes()["benchmarks"]]
+    assert [c["sol_us"] for c in summary["cases"]] == [b["sol_us"] for b in harness.load_shapes()["benchmarks"]]
     assert all(c["mean_us"] > 0 and c["pct_of_sol"] > 0 for c in summary["cases"])
     assert summary["geomean_mean_us"] > 0 and summary["geomean_median_us"] > 0
     assert "geomean of means" in proc.stdout

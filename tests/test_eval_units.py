@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 
 import eval as ev
+import harness
 
 # --------------------------------------------------------------------------- the server's upload rules
 
 HEADERS = "#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n"
 BODY = "def custom_kernel(data):\n    return data[-1]\n"
-WORD = ev.FORBIDDEN_WORD  # the word the server rejects, spelled once, in eval.py
+WORD = harness.FORBIDDEN_WORD  # the word the server rejects, spelled once, in eval.py
 
 
 def _static(tmp_path, content) -> list[str]:
     path = tmp_path / "submission.py"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    return ev.static_problems(path)
+    return harness.static_problems(path)
 
 
 @pytest.mark.parametrize("content, expected", [
@@ -30,7 +31,7 @@ def _static(tmp_path, content) -> list[str]:
     (HEADERS + f"{WORD[0].upper()}{WORD[1:3]}{WORD[3:].upper()}s = None\n" + BODY, ["line 3 contains the word"]),
     (f'"""A doc{WORD}ing string."""\n' + HEADERS + BODY, ["line 1 contains the word"]),
     (BODY + f"# {WORD}\n", ["line 3 contains the word"]),
-    (HEADERS + BODY + "#" * (ev.MAX_SUBMISSION_BYTES + 1) + "\n",
+    (HEADERS + BODY + "#" * (harness.MAX_SUBMISSION_BYTES + 1) + "\n",
      ["bytes; the server rejects files over 1,000,000 bytes"]),
     ("", ["the file is empty"]),
     (HEADERS.encode() + b"# caf\xe9\n" + BODY.encode(), ["the file is not UTF-8"]),
@@ -55,7 +56,7 @@ def test_header_warnings_name_the_command_line_option_instead(tmp_path, content,
     """popcorn-cli's header lines: missing ones are warnings (the server never reads them), each
     naming the popcorn-cli option that replaces it; never a static problem."""
     assert _static(tmp_path, content) == []
-    warnings = ev.header_warnings(tmp_path / "submission.py")
+    warnings = harness.header_warnings(tmp_path / "submission.py")
     assert len(warnings) == len(missing)
     for warning, option in zip(warnings, missing, strict=True):
         assert option in warning and "\n" not in warning
@@ -63,7 +64,7 @@ def test_header_warnings_name_the_command_line_option_instead(tmp_path, content,
 
 def test_static_problems_accept_a_good_file_at_the_size_limit(tmp_path):
     content = HEADERS + BODY
-    assert _static(tmp_path, content + "#" * (ev.MAX_SUBMISSION_BYTES - len(content) - 1) + "\n") == []
+    assert _static(tmp_path, content + "#" * (harness.MAX_SUBMISSION_BYTES - len(content) - 1) + "\n") == []
 
 
 def test_the_kit_and_its_fixture_submissions_pass_the_upload_rules():
@@ -72,15 +73,15 @@ def test_the_kit_and_its_fixture_submissions_pass_the_upload_rules():
     root = Path(ev.__file__).parent
     paths = [root / "submission.py", *sorted((root / "tests" / "fixtures").glob("*.py"))]
     assert len(paths) > 5
-    assert {str(p.relative_to(root)): ev.static_problems(p) for p in paths} == \
+    assert {str(p.relative_to(root)): harness.static_problems(p) for p in paths} == \
         {str(p.relative_to(root)): [] for p in paths}
 
 
 def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
     """Before any case: one ``error:`` line per broken rule, naming the file; exit 112."""
     path = tmp_path / "mine.py"
-    path.write_text(BODY + "x = 1\n" * ev.MAX_SUBMISSION_BYTES + f"# a {WORD.title()} of launches\n")
-    assert ev.human_main(["--submission", str(path)]) == ev.EXIT_FAIL == 112
+    path.write_text(BODY + "x = 1\n" * harness.MAX_SUBMISSION_BYTES + f"# a {WORD.title()} of launches\n")
+    assert ev.human_main(["--submission", str(path)]) == harness.EXIT_FAIL == 112
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert captured.out == "" and len(lines) == 2, captured.err
@@ -92,14 +93,14 @@ def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
 
 
 def test_parser_reads_keys_and_converts_integers():
-    cases = ev.parse_test_cases("m: 128; k: 256; l: 1; seed: 1111\n  m:7168 ;k: 16384;l: 1; seed: -5\n")
+    cases = harness.parse_test_cases("m: 128; k: 256; l: 1; seed: 1111\n  m:7168 ;k: 16384;l: 1; seed: -5\n")
     assert [c.args for c in cases] == [{"m": 128, "k": 256, "l": 1, "seed": 1111},
                                        {"m": 7168, "k": 16384, "l": 1, "seed": -5}]
     assert cases[0].spec == "m: 128; k: 256; l: 1; seed: 1111"  # the spec is the line verbatim
 
 
 def test_parser_keeps_alphabetic_values_as_strings():
-    (case,) = ev.parse_test_cases("m: 128; mode: fast")
+    (case,) = harness.parse_test_cases("m: 128; mode: fast")
     assert case.args == {"m": 128, "mode": "fast"}
 
 
@@ -114,8 +115,8 @@ def test_parser_keeps_alphabetic_values_as_strings():
 ], ids=["trailing ;", "no colon", "decimal", "decimal 128.5", "dash", "digit in key", "blank line"])
 def test_parser_rejects_bad_lines(line, reason):
     """Each rejected line says why, in one line."""
-    with pytest.raises(ev.TestFileError, match="^line 2: invalid test case") as info:
-        ev.parse_test_cases(f"m: 128; k: 256; l: 1; seed: 1\n{line}\n")
+    with pytest.raises(harness.TestFileError, match="^line 2: invalid test case") as info:
+        harness.parse_test_cases(f"m: 128; k: 256; l: 1; seed: 1\n{line}\n")
     assert str(info.value).endswith(reason) or reason in str(info.value).rsplit("': ", 1)[-1], str(info.value)
     assert "\n" not in str(info.value)
 
@@ -141,40 +142,40 @@ def test_test_file_is_checked_before_any_case(tmp_path, text, error):
     have, or a line that does not parse is an error naming the file and the line."""
     path = tmp_path / "shapes.txt"
     path.write_text(text)
-    with pytest.raises(ev.TestFileError) as info:
-        ev.read_test_file(path)
+    with pytest.raises(harness.TestFileError) as info:
+        harness.read_test_file(path)
     assert str(info.value).startswith(f"{path}")
     assert error in str(info.value)
 
 
 def test_test_file_that_is_a_directory(tmp_path):
-    with pytest.raises(ev.TestFileError, match="is a directory, not a test file"):
-        ev.read_test_file(tmp_path)
+    with pytest.raises(harness.TestFileError, match="is a directory, not a test file"):
+        harness.read_test_file(tmp_path)
 
 
 def test_shapes_names_and_files(tmp_path):
     """--shapes: the named sets win over a file or directory of that name (the repository has a
     tests/ directory); anything else must be an existing file."""
-    tests = ev.load_shapes()["tests"]
-    assert [c.args for c in ev._shape_cases("tests", "benchmark")] == [
-        {k: t[k] for k in ev.CASE_KEYS} for t in tests]
-    assert len(ev._shape_cases(None, "test")) == len(tests)  # the default of test mode
-    assert len(ev._shape_cases(None, "leaderboard")) == len(ev.load_shapes()["benchmarks"])
-    with pytest.raises(ev.TestFileError, match="neither a shape set"):
-        ev._shape_cases("official", "test")
+    tests = harness.load_shapes()["tests"]
+    assert [c.args for c in harness.shape_cases("tests", "benchmark")] == [
+        {k: t[k] for k in harness.CASE_KEYS} for t in tests]
+    assert len(harness.shape_cases(None, "test")) == len(tests)  # the default of test mode
+    assert len(harness.shape_cases(None, "leaderboard")) == len(harness.load_shapes()["benchmarks"])
+    with pytest.raises(harness.TestFileError, match="neither a shape set"):
+        harness.shape_cases("official", "test")
     good = tmp_path / "one.txt"
     good.write_text("m: 256; k: 512; l: 3; seed: 7\n")
-    assert [c.args for c in ev._shape_cases(str(good), "test")] == [{"m": 256, "k": 512, "l": 3, "seed": 7}]
+    assert [c.args for c in harness.shape_cases(str(good), "test")] == [{"m": 256, "k": 512, "l": 3, "seed": 7}]
 
 
 def test_shape_sets_are_one_vocabulary():
     """The named sets of shapes.json are the same words in eval.py, benchmarks/compare.py and
     benchmarks/bench_kernel.py."""
     from benchmarks import bench_kernel, compare
-    shapes = ev.load_shapes()
-    assert ev.SHAPE_SETS == ("tests", "benchmarks", "all")
-    assert ev.shape_set("tests") == shapes["tests"] and ev.shape_set("benchmarks") == shapes["benchmarks"]
-    assert len(ev.shape_set("all")) == len(shapes["tests"]) + len(shapes["benchmarks"])
+    shapes = harness.load_shapes()
+    assert harness.SHAPE_SETS == ("tests", "benchmarks", "all")
+    assert harness.shape_set("tests") == shapes["tests"] and harness.shape_set("benchmarks") == shapes["benchmarks"]
+    assert len(harness.shape_set("all")) == len(shapes["tests"]) + len(shapes["benchmarks"])
     assert compare.parse_args(["--shapes", "tests"]).shapes == "tests"
     assert bench_kernel.parse_args(["--shapes", "tests"]).shapes == "tests"
     for parse in (compare.parse_args, bench_kernel.parse_args):
@@ -184,32 +185,32 @@ def test_shape_sets_are_one_vocabulary():
 
 def test_secret_seed_combines_every_case_seed():
     text = "m: 128; k: 256; l: 1; seed: 1111\nm: 128; k: 256; l: 2\n"
-    cases = ev.parse_test_cases(text, secret_seed=98765)
+    cases = harness.parse_test_cases(text, secret_seed=98765)
     a, b = 1111, 98765
     assert cases[0].args["seed"] == a + (a + b) * (a + b + 1) // 2
     assert "seed" not in cases[1].args  # no seed, nothing to combine
-    assert ev.parse_test_cases(text)[0].args["seed"] == 1111  # without a secret: unchanged
+    assert harness.parse_test_cases(text)[0].args["seed"] == 1111  # without a secret: unchanged
 
 
 def test_combine_seeds_values():
-    assert ev.combine_seeds(0, 0) == 0
-    assert ev.combine_seeds(1, 2) == 1 + 3 * 4 // 2
+    assert harness.combine_seeds(0, 0) == 0
+    assert harness.combine_seeds(1, 2) == 1 + 3 * 4 // 2
     # distinct pairs give distinct seeds (Cantor pairing is a bijection)
-    seen = {ev.combine_seeds(a, b) for a in range(40) for b in range(40)}
+    seen = {harness.combine_seeds(a, b) for a in range(40) for b in range(40)}
     assert len(seen) == 1600
 
 
 def test_spec_line_round_trips_through_the_parser():
     case = {"m": 4096, "k": 7168, "l": 8, "seed": 1111, "sol_us": 17.275}
-    assert ev.spec_line(case) == "m: 4096; k: 7168; l: 8; seed: 1111"
-    (parsed,) = ev.parse_test_cases(ev.spec_line(case))
+    assert harness.spec_line(case) == "m: 4096; k: 7168; l: 8; seed: 1111"
+    (parsed,) = harness.parse_test_cases(harness.spec_line(case))
     assert parsed.args == {"m": 4096, "k": 7168, "l": 8, "seed": 1111}
 
 
 def test_shapes_json_parses_as_test_files():
-    shapes = ev.load_shapes()
+    shapes = harness.load_shapes()
     for key in ("tests", "benchmarks"):
-        cases = ev.parse_test_cases(ev.test_file_text(shapes[key]))
+        cases = harness.parse_test_cases(harness.test_file_text(shapes[key]))
         assert [c.args["m"] for c in cases] == [s["m"] for s in shapes[key]]
 
 
@@ -218,46 +219,47 @@ def test_shapes_json_parses_as_test_files():
 
 def test_stats_mean_sample_std_err_best_worst():
     d = [10.0, 12.0, 14.0, 20.0]
-    s = ev.calculate_stats(d)
+    s = harness.calculate_stats(d)
     assert s.runs == 4 and s.mean == 14.0 and s.best == 10.0 and s.worst == 20.0
     assert s.std == pytest.approx(statistics.stdev(d))  # n - 1 denominator
     assert s.err == pytest.approx(statistics.stdev(d) / 2.0)
 
 
 def test_stats_single_run_has_zero_spread():
-    s = ev.calculate_stats([5.0])
+    s = harness.calculate_stats([5.0])
     assert (s.runs, s.mean, s.std, s.err) == (1, 5.0, 0.0, 0.0)
 
 
 def test_stopping_rule():
     steady = [1000.0] * 3  # err == 0: converged
-    assert not ev.should_stop(steady[:2], 1e9, 1e12)  # fewer than three repeats
-    assert not ev.should_stop(steady, ev.MIN_WALL_NS, 1e12)  # not yet past 100 ms
-    assert ev.should_stop(steady, ev.MIN_WALL_NS + 1, 1e12)  # converged after 100 ms
+    assert not harness.should_stop(steady[:2], 1e9, 1e12)  # fewer than three repeats
+    assert not harness.should_stop(steady, harness.MIN_WALL_NS, 1e12)  # not yet past 100 ms
+    assert harness.should_stop(steady, harness.MIN_WALL_NS + 1, 1e12)  # converged after 100 ms
     noisy = [1000.0, 3000.0, 2000.0]  # err / mean ~ 0.29: not converged
-    assert not ev.should_stop(noisy, 2e8, 1e12)
-    assert ev.should_stop(noisy, 2e8, 5000.0)  # mean x runs = 6000 ns > budget
-    assert ev.should_stop(noisy, ev.MAX_WALL_NS + 1, 1e12)  # wall-clock cap
+    assert not harness.should_stop(noisy, 2e8, 1e12)
+    assert harness.should_stop(noisy, 2e8, 5000.0)  # mean x runs = 6000 ns > budget
+    assert harness.should_stop(noisy, harness.MAX_WALL_NS + 1, 1e12)  # wall-clock cap
 
 
 def test_loop_constants_match_the_server():
-    assert ev.BENCH_WARMUP == (200, 1e8) and ev.BENCH_CASE == (200, 10e9)
-    assert ev.LEADERBOARD_WARMUP == (1000, 5e8) and ev.LEADERBOARD_CASE == (1000, 30e9)
+    assert harness.BENCH_WARMUP == (200, 1e8) and harness.BENCH_CASE == (200, 10e9)
+    assert harness.LEADERBOARD_WARMUP == (1000, 5e8) and harness.LEADERBOARD_CASE == (1000, 30e9)
     # gpu-mode/reference-kernels problems/nvidia/eval.py at baaabf4 (the leaderboard's own run) and
     # at aaf640d..f83cb92: warm-up of tests[0], then per case (repeats, ns budget)
-    assert ev.LEADERBOARD_REPEATS == {"2025-11-11": ((200, 1e7), (200, 30e9)),
+    assert harness.LEADERBOARD_REPEATS == {"2025-11-11": ((200, 1e7), (200, 30e9)),
                                       "2026-01-13": ((1000, 5e8), (1000, 30e9))}
-    assert ev.HARNESS_DATE == "2026-01-13"
-    assert (ev.MIN_WALL_NS, ev.MAX_WALL_NS, ev.REL_ERR_TARGET, ev.RECHECK_SEED_STEP) == (1e8, 120e9, 1e-3, 13)
+    assert harness.HARNESS_DATE == "2026-01-13"
+    assert (harness.MIN_WALL_NS, harness.MAX_WALL_NS, harness.REL_ERR_TARGET, harness.RECHECK_SEED_STEP) == \
+        (1e8, 120e9, 1e-3, 13)
 
 
 def test_geomean():
-    assert ev.geomean([2.0, 8.0]) == pytest.approx(4.0)
-    assert ev.geomean([3.0]) == pytest.approx(3.0)
-    assert ev.geomean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
-    assert ev.geomean([]) is None
-    assert ev.geomean([1.0, None]) is None  # a failed case has no score
-    assert ev.geomean([1.0, 0.0]) is None
+    assert harness.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert harness.geomean([3.0]) == pytest.approx(3.0)
+    assert harness.geomean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
+    assert harness.geomean([]) is None
+    assert harness.geomean([1.0, None]) is None  # a failed case has no score
+    assert harness.geomean([1.0, 0.0]) is None
 
 
 # --------------------------------------------------------------------------- popcorn lines
@@ -265,13 +267,13 @@ def test_geomean():
 
 def test_parse_popcorn_splits_at_the_first_colon_space():
     text = "test-count: 1\ntest.0.spec: m: 128; k: 256\ntest.0.error: a: b: c\ncheck: fail\n"
-    lines = ev.parse_popcorn(text)
+    lines = harness.parse_popcorn(text)
     assert lines == {"test-count": "1", "test.0.spec": "m: 128; k: 256",
                      "test.0.error": "a: b: c", "check": "fail"}
 
 
 def test_results_from_popcorn_timed_and_failed():
-    lines = ev.parse_popcorn(
+    lines = harness.parse_popcorn(
         "benchmark-count: 2\n"
         "benchmark.0.spec: m: 7168; k: 16384; l: 1; seed: 1111\n"
         "benchmark.0.runs: 10\nbenchmark.0.mean: 20000.0\nbenchmark.0.std: 10.0\n"
@@ -279,11 +281,11 @@ def test_results_from_popcorn_timed_and_failed():
         "benchmark.0.median: 19500.0\n"
         "benchmark.1.spec: m: 4096; k: 7168; l: 8; seed: 1111\n"
         "benchmark.1.status: fail\nbenchmark.1.error: boom\ncheck: fail\n")
-    res = ev.results_from_popcorn(lines, "benchmark")
+    res = harness.results_from_popcorn(lines, "benchmark")
     assert [r.ok for r in res] == [True, False]
     assert res[0].args == {"m": 7168, "k": 16384, "l": 1, "seed": 1111}
     assert res[1].error == "boom"
-    summary = ev.summarize("benchmark", res)
+    summary = harness.summarize("benchmark", res)
     row = summary["cases"][0]
     assert row["mean_us"] == 20.0 and row["median_us"] == 19.5 and row["sol_us"] == 8.622
     assert row["pct_of_sol"] == pytest.approx(100 * 8.622 / 20.0)
@@ -294,34 +296,34 @@ def test_results_from_popcorn_timed_and_failed():
 
 
 def _timed(spec, durations):
-    (case,) = ev.parse_test_cases(spec)
-    return ev.CaseResult(spec, case.args, True, durations=durations)
+    (case,) = harness.parse_test_cases(spec)
+    return harness.CaseResult(spec, case.args, True, durations=durations)
 
 
 def test_summary_and_table_of_a_timed_mode():
     res = [_timed("m: 7168; k: 16384; l: 1; seed: 1111", [10e3, 20e3, 30e3, 40e3]),
            _timed("m: 128; k: 256; l: 1; seed: 1", [1e3, 1e3, 4e3])]
-    s = ev.summarize("leaderboard", res)
+    s = harness.summarize("leaderboard", res)
     a, b = s["cases"]
     assert (a["runs"], a["mean_us"], a["median_us"], a["best_us"], a["worst_us"]) == (4, 25.0, 25.0, 10.0, 40.0)
     assert a["sol_us"] == 8.622 and b["sol_us"] is None and b["pct_of_sol"] is None
     assert s["geomean_mean_us"] == pytest.approx(math.sqrt(25.0 * 2.0))
     assert s["geomean_median_us"] == pytest.approx(math.sqrt(25.0 * 1.0))
-    table = ev.format_table(s, "NVIDIA H100 80GB HBM3")
+    table = harness.format_table(s, "NVIDIA H100 80GB HBM3")
     assert table.startswith("leaderboard: NVIDIA H100 80GB HBM3")
     assert "% of SOL   <- SOL: official B200 figures; this GPU is not a B200" in table  # said by the column
     assert "34.5%" in table  # 8.622 / 25
     assert "geomean of means:   7.071 µs" in table and "leaderboard: PASS" in table
-    b200 = ev.format_table(s, "NVIDIA B200")
+    b200 = harness.format_table(s, "NVIDIA B200")
     assert "not a B200" not in b200
 
 
 def test_table_shows_failures():
-    res = [ev.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1},
+    res = [harness.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1},
                          False, error="mismatch found!")]
-    table = ev.format_table(ev.summarize("benchmark", res), "NVIDIA B200")
+    table = harness.format_table(harness.summarize("benchmark", res), "NVIDIA B200")
     assert "FAIL: mismatch found!" in table and "benchmark: FAIL" in table
-    table = ev.format_table(ev.summarize("test", res), "cpu")
+    table = harness.format_table(harness.summarize("test", res), "cpu")
     assert "FAIL: mismatch found!" in table and "test: FAIL" in table
 
 
@@ -330,18 +332,18 @@ def test_table_shows_failures():
 
 def test_protocol_exit_codes(tmp_path, monkeypatch):
     monkeypatch.delenv("POPCORN_FD", raising=False)
-    assert ev.protocol_main(["test", "x.txt"]) == ev.EXIT_NO_FD == 111
+    assert ev.protocol_main(["test", "x.txt"]) == harness.EXIT_NO_FD == 111
     assert ev.main(["test", "x.txt"]) == 111  # positional mode without POPCORN_FD: not human mode
     monkeypatch.setenv("POPCORN_FD", "99")  # never opened: every case below returns first
-    assert ev.protocol_main(["test"]) == ev.EXIT_USAGE == 2
+    assert ev.protocol_main(["test"]) == harness.EXIT_USAGE == 2
     assert ev.protocol_main(["bogus", "x.txt"]) == 2
-    assert ev.protocol_main(["test", str(tmp_path / "missing.txt")]) == ev.EXIT_BAD_TESTS == 113
+    assert ev.protocol_main(["test", str(tmp_path / "missing.txt")]) == harness.EXIT_BAD_TESTS == 113
     bad = tmp_path / "bad.txt"
     bad.write_text("m: 128; k 256\n")
     assert ev.protocol_main(["test", str(bad)]) == 113
     good = tmp_path / "good.txt"
     good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
-    monkeypatch.setenv(ev.ENV_DISTRIBUTION, "no-such-distribution")
+    monkeypatch.setenv(harness.ENV_DISTRIBUTION, "no-such-distribution")
     assert ev.protocol_main(["test", str(good)]) == 2
 
 
@@ -365,14 +367,14 @@ def test_protocol_usage_errors_say_one_line(tmp_path, monkeypatch, capsys):
     """A missing test-file argument and a POPCORN_FD that is no open descriptor: one line on
     stderr each (exit 2, and exit 1 as the server's traceback gives), no traceback."""
     monkeypatch.setenv("POPCORN_FD", "987")  # never opened
-    assert ev.main(["test"]) == ev.EXIT_USAGE
+    assert ev.main(["test"]) == harness.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("usage: POPCORN_FD=<fd> python eval.py test|benchmark")
     good = tmp_path / "good.txt"
     good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
     for fd in ("987", "three"):
         monkeypatch.setenv("POPCORN_FD", fd)
-        assert ev.main(["test", str(good)]) == ev.EXIT_BAD_FD == 1
+        assert ev.main(["test", str(good)]) == harness.EXIT_BAD_FD == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"POPCORN_FD={fd} is not an open file descriptor")
 
@@ -390,7 +392,7 @@ def test_protocol_checks_the_test_file_before_any_case(tmp_path, monkeypatch, ca
     monkeypatch.setenv("POPCORN_FD", "99")  # never opened: the test file is checked before
     path = tmp_path / "tests.txt"
     path.write_text(text)
-    assert ev.main(["test", str(path)]) == ev.EXIT_BAD_TESTS
+    assert ev.main(["test", str(path)]) == harness.EXIT_BAD_TESTS
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(str(path)) and error in err, err
 
@@ -400,7 +402,7 @@ def test_protocol_secret_seed_must_be_an_integer(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("POPCORN_SEED", "abc")
     good = tmp_path / "good.txt"
     good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
-    assert ev.main(["test", str(good)]) == ev.EXIT_USAGE
+    assert ev.main(["test", str(good)]) == harness.EXIT_USAGE
     assert capsys.readouterr().err == "POPCORN_SEED must be an integer, got 'abc'\n"
 
 
@@ -410,7 +412,7 @@ def test_protocol_mode_says_popcorn_fd_selected_it(monkeypatch, capsys, argv):
     """Human-mode options with POPCORN_FD still exported: one line saying that POPCORN_FD picks
     protocol mode, and how to reach the human mode (not "unknown mode '--mode'")."""
     monkeypatch.setenv("POPCORN_FD", "99")
-    assert ev.main(argv) == ev.EXIT_USAGE
+    assert ev.main(argv) == harness.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("POPCORN_FD is set, which selects protocol mode"), err
     assert f"python eval.py human {' '.join(argv)}" in err
@@ -431,9 +433,9 @@ def test_worker_heartbeat(monkeypatch):
     """A call that runs longer than HEARTBEAT_S reports every HEARTBEAT_S seconds (human mode
     prints "still running"); a short one does not."""
     import time
-    monkeypatch.setattr(ev, "HEARTBEAT_S", 0.25)
+    monkeypatch.setattr(harness, "HEARTBEAT_S", 0.25)
     beats = []
-    with ev.Worker(None, "official", True, heartbeat=beats.append) as worker:
+    with harness.Worker(None, "official", True, heartbeat=beats.append) as worker:
         worker.call(time.sleep, 0.0)  # the worker process starts here
         beats.clear()
         worker.call(time.sleep, 1.2)
@@ -445,7 +447,7 @@ def test_worker_start_spawns_its_process_in_the_callers_order():
     start in the order their workers are started (ab alternates it from worker set to set): each
     start() runs in a process of its own, and a second start() finds the same process."""
     import os
-    with ev.Worker(None, "official", True) as second, ev.Worker(None, "official", True) as first:
+    with harness.Worker(None, "official", True) as second, harness.Worker(None, "official", True) as first:
         a = first.start()
         b = second.start()
         assert a != os.getpid() and b not in (a, os.getpid())
@@ -457,10 +459,10 @@ def test_worker_timeout_kills_the_call_and_starts_afresh(monkeypatch):
     the next call runs in a fresh worker."""
     import os
     import time
-    with ev.Worker(None, "official", True, timeout=1.5) as worker:
+    with harness.Worker(None, "official", True, timeout=1.5) as worker:
         first = worker.call(os.getpid)
         t0 = time.monotonic()
-        with pytest.raises(ev.WorkerDied, match="ran longer than 1.5 s"):
+        with pytest.raises(harness.WorkerDied, match="ran longer than 1.5 s"):
             worker.call(time.sleep, 60)
         assert time.monotonic() - t0 < 20
         assert worker.call(os.getpid) != first
@@ -473,19 +475,19 @@ def test_backend_picks_and_label(monkeypatch):
     fake = types.SimpleNamespace(_FASTEST={("cuda:0", 7168, 16384, 1): "scaled_mm",
                                            ("cuda:0", 4096, 7168, 8): "triton"})
     monkeypatch.setitem(__import__("sys").modules, "submission", fake)
-    picks = ev._backend_picks()
+    picks = harness.backend_picks()
     assert picks == {"7168x16384x1": "scaled_mm", "4096x7168x8": "triton"}
     assert ev._backend_label({"backend": "fastest", "backend_picks": picks}) == \
         "fastest (7168x16384x1: scaled_mm, 4096x7168x8: triton)"
     assert ev._backend_label({"backend": "triton"}) == "triton"
     assert ev._backend_label({"backend": None}) == ""
     monkeypatch.setitem(__import__("sys").modules, "submission", types.SimpleNamespace())
-    assert ev._backend_picks() == {}
+    assert harness.backend_picks() == {}
 
 
 def test_table_names_the_backend():
-    res = [ev.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1}, True)]
-    table = ev.format_table(ev.summarize("test", res), "cpu (no CUDA)", "torch")
+    res = [harness.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1}, True)]
+    table = harness.format_table(harness.summarize("test", res), "cpu (no CUDA)", "torch")
     assert table.splitlines()[0] == "test: cpu (no CUDA), backend torch"
 
 
@@ -500,17 +502,17 @@ class _RecordingWorker:
         return [1000.0, 1000.0, 1000.0]
 
 
-@pytest.mark.parametrize("date", sorted(ev.LEADERBOARD_REPEATS))
+@pytest.mark.parametrize("date", sorted(harness.LEADERBOARD_REPEATS))
 @pytest.mark.parametrize("leaderboard", [False, True], ids=["benchmark", "leaderboard"])
 def test_timed_modes_warm_up_on_the_first_case_only_with_the_dated_repeats(date, leaderboard):
     """As the server's eval.py (every revision of problems/nvidia/eval.py): one warm-up call of
     run_single_benchmark on tests[0], then each case, rechecked only in leaderboard mode; the
     repeats and budgets of the harness date picked."""
-    tests = [ev.TestCase({"m": m, "k": 256, "l": 1, "seed": 1}, f"m: {m}") for m in (128, 256, 384)]
+    tests = [harness.TestCase({"m": m, "k": 256, "l": 1, "seed": 1}, f"m: {m}") for m in (128, 256, 384)]
     worker = _RecordingWorker()
     lines = []
-    results = ev.run_timed_mode(lambda k, v: lines.append(k), worker, tests, leaderboard, harness_date=date)
-    warm, per_case = ev.LEADERBOARD_REPEATS[date] if leaderboard else (ev.BENCH_WARMUP, ev.BENCH_CASE)
+    results = harness.run_timed_mode(lambda k, v: lines.append(k), worker, tests, leaderboard, harness_date=date)
+    warm, per_case = harness.LEADERBOARD_REPEATS[date] if leaderboard else (harness.BENCH_WARMUP, harness.BENCH_CASE)
     assert worker.calls == [(128, False, *warm)] + [(m, leaderboard, *per_case) for m in (128, 256, 384)]
     assert all(r.ok for r in results) and lines[-1] == "check"
 
@@ -518,13 +520,13 @@ def test_timed_modes_warm_up_on_the_first_case_only_with_the_dated_repeats(date,
 def test_an_unknown_harness_date_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="unknown harness date '2025-12'; choose from 2025-11-11, 2026-01-13"):
         ev._harness_date_from("2025-12")
-    assert ev._harness_date_from(None) == ev.HARNESS_DATE
+    assert ev._harness_date_from(None) == harness.HARNESS_DATE
 
 
 def test_eval_imports_none_of_the_modules_its_subcommands_live_in():
-    """audit.py, ab.py and cute_check.py import eval.py; eval.py imports none of them (its main()
-    hands `eval.py audit|ab|compile` over by name): no import circle, and the server's layout,
-    which has eval.py without them, imports as before."""
+    """eval.py imports none of audit.py, ab.py and cute_check.py at the top (its main() imports the
+    one that `eval.py audit|ab|compile` names), nor the submission: the server's layout, which
+    has eval.py and harness.py without them, imports as before (tests/test_imports.py: no circle)."""
     code = ("import sys, eval; bad = [m for m in ('audit', 'ab', 'cute_check', 'submission') if m in sys.modules]; "
             "print(bad)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(ev.__file__).parent, capture_output=True, text=True,

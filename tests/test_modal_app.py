@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT
 
 modal = pytest.importorskip("modal")
-import eval as kit_eval  # noqa: E402
+import harness as kit_harness  # noqa: E402
 import modal_app  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -146,7 +146,7 @@ def test_the_kit_harness_runs_the_leaderboard_loop_of_the_harness_date(monkeypat
     """--harness-date reaches the kit's eval.py as NVFP4_EVAL_HARNESS_DATE (and picks the server's
     folder of that date for the server harness)."""
     seen = []
-    folders = {date: tmp_path / date for date in kit_eval.HARNESS_DATES}
+    folders = {date: tmp_path / date for date in kit_harness.HARNESS_DATES}
     for date, folder in folders.items():
         folder.mkdir()
         for name in modal_app.SERVER_FILES:
@@ -156,14 +156,14 @@ def test_the_kit_harness_runs_the_leaderboard_loop_of_the_harness_date(monkeypat
 
     def fake_run_protocol(work, mode, test_file, timeout, env):
         seen.append(env)
-        return kit_eval.ProtocolRun(0, {"test-count": "0", "check": "pass"}, "", "")
+        return kit_harness.ProtocolRun(0, {"test-count": "0", "check": "pass"}, "", "")
 
-    monkeypatch.setattr(kit_eval, "run_protocol", fake_run_protocol)
+    monkeypatch.setattr(kit_harness, "run_protocol", fake_run_protocol)
     result = modal_app.evaluate(source("good_submission"), "test", 1, TINY, TINY, harness_date="2025-11-11")
-    assert result["harness_date"] == "2025-11-11" and seen[0][kit_eval.ENV_HARNESS_DATE] == "2025-11-11"
+    assert result["harness_date"] == "2025-11-11" and seen[0][kit_harness.ENV_HARNESS_DATE] == "2025-11-11"
     result = modal_app.evaluate(source("good_submission"), "test", 1, TINY, TINY, harness="server",
                                 harness_date="2025-11-11")
-    assert seen[1][kit_eval.ENV_HARNESS_DATE] is None
+    assert seen[1][kit_harness.ENV_HARNESS_DATE] is None
     assert result["revision"] == modal_app.SERVER_COMMITS["2025-11-11"]
 
 
@@ -181,12 +181,12 @@ def test_function_body_runs_all_modes_locally():
 
 def test_report_of_repeated_runs():
     def run(mean_ns):
-        lines = kit_eval.parse_popcorn(
+        lines = kit_harness.parse_popcorn(
             "benchmark-count: 1\nbenchmark.0.spec: m: 7168; k: 16384; l: 1; seed: 1111\n"
             f"benchmark.0.runs: 50\nbenchmark.0.mean: {mean_ns}\nbenchmark.0.std: 1.0\n"
             f"benchmark.0.err: 0.1\nbenchmark.0.best: {mean_ns}\nbenchmark.0.worst: {mean_ns}\n"
             f"benchmark.0.median: {mean_ns}\ncheck: pass\n")
-        summary = kit_eval.summarize("benchmark", kit_eval.results_from_popcorn(lines, "benchmark"))
+        summary = kit_harness.summarize("benchmark", kit_harness.results_from_popcorn(lines, "benchmark"))
         return {"returncode": 0, "lines": lines, "summary": summary, "stderr_tail": ""}
 
     result = {"device": "NVIDIA B200", "harness": "kit", "revision": "this repository", "passed": True,
@@ -271,8 +271,8 @@ def test_entrypoint_prints_tables_and_writes_json(tmp_path, monkeypatch, capsys)
 
 
 def summary_of(mode, text):
-    lines = kit_eval.parse_popcorn(text)
-    return lines, kit_eval.summarize(mode, kit_eval.results_from_popcorn(lines, mode))
+    lines = kit_harness.parse_popcorn(text)
+    return lines, kit_harness.summarize(mode, kit_harness.results_from_popcorn(lines, mode))
 
 
 def test_entrypoint_both_harnesses_side_by_side(tmp_path, monkeypatch, capsys):
@@ -322,9 +322,9 @@ def git(*args, cwd):
 
 def test_server_files_and_commit_pinned():
     assert modal_app.SERVER_REPO_URL == "https://github.com/gpu-mode/reference-kernels"
-    assert set(modal_app.SERVER_COMMITS) == set(kit_eval.HARNESS_DATES) == set(modal_app.SERVER_DIRS)
+    assert set(modal_app.SERVER_COMMITS) == set(kit_harness.HARNESS_DATES) == set(modal_app.SERVER_DIRS)
     assert all(re.fullmatch(r"[0-9a-f]{40}", c) for c in modal_app.SERVER_COMMITS.values())
-    assert modal_app.SERVER_COMMIT == modal_app.SERVER_COMMITS[kit_eval.HARNESS_DATE]
+    assert modal_app.SERVER_COMMIT == modal_app.SERVER_COMMITS[kit_harness.HARNESS_DATE]
     assert len(set(modal_app.SERVER_DIRS.values())) == len(modal_app.SERVER_DIRS)
     assert modal_app.SERVER_SOURCES == {
         "eval.py": "problems/nvidia/eval.py", "utils.py": "problems/nvidia/utils.py",
@@ -431,7 +431,7 @@ def test_server_harness_run_folder_command_lines_and_parsing(tmp_path, monkeypat
                                          ["eval.py", "leaderboard", "benchmarks.txt"]]
     for r in seen:
         assert r["files"] == sorted([*modal_app.SERVER_FILES, "submission.py", "tests.txt", "benchmarks.txt"])
-        assert r["tests"] == kit_eval.test_file_text(TINY)
+        assert r["tests"] == kit_harness.test_file_text(TINY)
         assert r["heads"] == {n: f"# server {n}" for n in ("utils.py", "reference.py", "task.py")}
         assert r["env"] == ["POPCORN_FD"]  # no median switch, no seed
     assert result["harness"] == "server" and result["revision"] == full

@@ -19,7 +19,7 @@ import pytest
 from conftest import HAS_CUDA, ROOT
 
 import cute_check
-import eval as ev
+import harness
 
 README = ROOT / "README.md"
 # Every page whose ```bash blocks are run here, README first; commands run from the repository root.
@@ -203,29 +203,29 @@ def test_readme_benchmark_table_agrees_with_its_geomean():
     and the geomean stated under it is the geomean of the rows (they once disagreed)."""
     text = README.read_text()
     rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)% \|$", text, re.M)
-    sol = ev.sol_lookup()
+    sol = harness.sol_lookup()
     assert [(int(m), int(k), int(l)) for m, k, l, *_ in rows] == list(sol)
     for m, k, l, mean, s, pct in rows:
         assert float(s) == sol[(int(m), int(k), int(l))]
         assert f"{100 * float(s) / float(mean):.1f}" == pct
     stated = re.search(r"geomean of means: ([\d.]+) µs \(the leaderboard's score\)", text)
-    assert stated and f"{ev.geomean(float(r[3]) for r in rows):.3f}" == stated.group(1)
+    assert stated and f"{harness.geomean(float(r[3]) for r in rows):.3f}" == stated.group(1)
 
 
 def test_readme_names_the_servers_upload_rules():
     """The word the server rejects is spelled out in README (which is never submitted), with
     the size limit and the header lines eval.py checks."""
     text = " ".join(README.read_text().split())
-    assert f"the word `{ev.FORBIDDEN_WORD}`" in text
-    assert f"{ev.MAX_SUBMISSION_BYTES:,} bytes" in text
-    assert all(f"`{header}`" in text for header in ev.REQUIRED_HEADERS)
+    assert f"the word `{harness.FORBIDDEN_WORD}`" in text
+    assert f"{harness.MAX_SUBMISSION_BYTES:,} bytes" in text
+    assert all(f"`{header}`" in text for header in harness.REQUIRED_HEADERS)
 
 
 def test_readme_flags_match_the_kit():
     """The choices README lists for eval.py are the kit's own."""
     text = " ".join(README.read_text().split())
-    assert f"--shapes {'|'.join(ev.SHAPE_SETS)}|FILE" in text
-    assert f"--distribution {'|'.join(ev._distributions())}" in text
+    assert f"--shapes {'|'.join(harness.SHAPE_SETS)}|FILE" in text
+    assert f"--distribution {'|'.join(harness.distributions())}" in text
 
 
 @pytest.mark.parametrize("doc, number, command, comment", COMMANDS,

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, make_input
+from kit_imports import kit_modules, private_reaches, state_writes
 
 import reference
 import submission
@@ -238,21 +239,36 @@ def test_the_tools_list_the_registrys_backends():
     assert "torch" not in sys.modules["benchmarks.bench_options"].__dict__
 
 
+# Reaches into submission.py's private names that stay until it offers public names for them:
+# server_sweep.py times the cuda backend's default config and puts the kernels it compiled into
+# the backend's launch cache; floor.py launches an empty kernel with the backend's own parameter
+# list and launch object.
+PENDING_REACHES = {
+    ("benchmarks/server_sweep.py", "submission", "_cuda_default"),
+    ("benchmarks/server_sweep.py", "submission", "_CUDA_FUNCS"),
+    ("benchmarks/floor.py", "submission", "_CUDA_PARAMS"),
+    ("benchmarks/floor.py", "submission", "_CudaLaunch"),
+}
+PENDING_WRITES = {("benchmarks/server_sweep.py", "submission", "_CUDA_FUNCS")}
+# sass_dump.py reads the field defaults of positional configs from files written before configs had
+# names: such a file has no public name for them.
+OLD_FILE_REACHES = {("benchmarks/sass_dump.py", "submission", "_CUDA_SHAPE")}
+
+
 def test_the_public_surface_is_listed_and_the_tools_keep_to_it():
-    """Every name the module docstring lists as public exists; the tools (benchmarks/,
-    modal_app.py) reach no private name of submission.py and assign to none of its names
-    (sass_dump.py reads one private name of files from before named configs, said where; floor.py
-    launches an empty kernel with the cuda backend's private parameter list and launch object)."""
+    """Every name the module docstring lists as public exists; no kit module or tool (the top-level
+    files and benchmarks/) reaches a leading-underscore name of another kit module or writes
+    into another module's state, whatever it calls the module (``import submission as S``,
+    ``from x import _z``, a module bound by a loader call: tests/kit_imports.py reads the syntax
+    trees). The exceptions are the sets above, each with its reason."""
     surface = TEXT.split("Public surface", 1)[1].split('"""', 1)[0]
     listed = re.findall(r"``(\w+)``", surface)
     assert len(listed) >= 25 and all(hasattr(submission, name) for name in listed), listed
-    tools = sorted((ROOT / "benchmarks").glob("*.py")) + [ROOT / "modal_app.py"]
-    for path in tools:
-        text = path.read_text()
-        private = re.findall(r"\b(?:submission|sub|mod|kit_submission)\._\w+", text)
-        if path.name == "sass_dump.py":
-            private = [p for p in private if p != "sub._CUDA_SHAPE"]
-        if path.name == "floor.py":  # times the cuda backend's own parameter list and launch object, empty
-            private = [p for p in private if p.split(".")[1] not in ("_CUDA_PARAMS", "_CudaLaunch")]
-        assert not private, (path.name, private)
-        assert not re.search(r"setattr\((?:submission|sub|mod)\b|\b(?:submission|sub)\.\w+\s*=[^=]", text), path.name
+    reaches, writes = set(), set()
+    for path in kit_modules().values():
+        where = str(path.relative_to(ROOT))
+        reaches |= {(where, module, name) for _, module, name in private_reaches(path)}
+        writes |= {(where, module, name) for _, module, name in state_writes(path)}
+    allowed = PENDING_REACHES | OLD_FILE_REACHES
+    assert reaches - allowed == set(), sorted(reaches - allowed)
+    assert writes - PENDING_WRITES == set(), sorted(writes - PENDING_WRITES)

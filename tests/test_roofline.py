@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT
 
-import eval as ev
+import harness
 import reference
 from benchmarks import bench_kernel, roofline, timing
 
@@ -212,7 +212,7 @@ def test_roofline_options_parse(tmp_path):
                                     "--md", str(tmp_path / "r.md"), "--backends", "cuda", "--reps", "7"])
     assert args.roofline and args.roofline_shapes == "grid" and args.reps == 7 and args.plot == ""
     assert bench_kernel.parse_args(["--roofline"]).roofline_shapes == "both"
-    assert ev.SHAPE_SETS  # the official sets roofline.shapes reads
+    assert harness.SHAPE_SETS  # the official sets roofline.shapes reads
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -251,7 +251,7 @@ def test_roofline_without_cuda_says_so_in_one_line_and_exits_2(capsys, monkeypat
 # --------------------------------------------------------------------------- the run, on a stand-in GPU
 
 def test_measure_records_times_wrong_results_and_auto_on_a_stand_in_gpu(monkeypatch, tmp_path, capsys):
-    """measure()'s plumbing on the CPU: a stand-in submission (cuda right, triton wrong by one
+    """bench_kernel.measure_roofline's plumbing on the CPU: a stand-in submission (cuda right, triton wrong by one
     row, custom_kernel right) and stand-in timers (each call run once, then fixed times); the
     record has the limits from the stand-in floor and bandwidth, mean and median, WRONG where
     wrong, auto's backend; the JSON, markdown and plot are written; the exit status is 1."""
@@ -301,7 +301,7 @@ def test_measure_records_times_wrong_results_and_auto_on_a_stand_in_gpu(monkeypa
     except ImportError:
         del paths["png"]
     args = bench_kernel.parse_args(argv)
-    assert roofline.measure(args, argv) == 1
+    assert bench_kernel.measure_roofline(args, argv) == 1
     record = json.loads(paths["json"].read_text())
     assert record["floor_us"] == 3.0 and record["read"]["bytes_per_us"] == 2.5e6
     assert record["backends"] == ["cuda", "triton"]

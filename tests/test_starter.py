@@ -29,7 +29,7 @@ import torch
 from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, replace_inputs
 from tolerances import KERNEL_ATOL, KERNEL_RTOL
 
-import eval as ev
+import harness
 import reference
 from nvfp4 import E2M1_VALUES
 from utils import verbose_allclose
@@ -64,7 +64,7 @@ def test_upload_rules_and_header():
     assert lines[:2] == ["#!POPCORN leaderboard nvfp4_gemv", "#!POPCORN gpu NVIDIA"]
     assert b"stream" not in raw.lower(), "the server rejects any file containing 'stream'"
     assert len(raw) < 1_000_000
-    assert ev.static_problems(STARTER) == []
+    assert harness.static_problems(STARTER) == []
 
 
 def test_imports_only_torch_numpy_stdlib_and_task():
@@ -92,12 +92,13 @@ def test_one_frozen_config_per_benchmark_shape_and_every_config_launchable():
 def test_eval_test_mode_passes_as_the_server_runs_it(tmp_path, dist):
     """The server's layout (its four files beside the starter renamed submission.py), the official
     test cases, ``python eval.py test FILE`` with POPCORN_FD: every case passes."""
-    for name in (*ev.SERVER_FILES, *ev.KIT_SUPPORT_FILES):
+    for name in (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copy(STARTER, tmp_path / "submission.py")
-    (tmp_path / "tests.txt").write_text(ev.test_file_text(ev.shape_set("tests")))
-    env = {"POPCORN_SEED": None, ev.ENV_DISTRIBUTION: dist, ev.ENV_CHECK_INPUTS: None, ev.ENV_BACKEND: None}
-    run = ev.run_protocol(tmp_path, "test", "tests.txt", env=env, timeout=600)
+    (tmp_path / "tests.txt").write_text(harness.test_file_text(harness.shape_set("tests")))
+    env = {"POPCORN_SEED": None, harness.ENV_DISTRIBUTION: dist, harness.ENV_CHECK_INPUTS: None,
+           harness.ENV_BACKEND: None}
+    run = harness.run_protocol(tmp_path, "test", "tests.txt", env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.lines["check"] == "pass", run.lines
     count = int(run.lines["test-count"])

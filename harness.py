@@ -1,0 +1,1100 @@
+"""The nvfp4_gemv harness: the pieces that eval.py (its command line), ab.py, audit.py and the
+tools share, in one module that imports only the standard library at the top (torch, utils,
+reference and quant are imported where they are used, so that modal_app.py and anyone
+formatting results can import it on a machine without torch).
+
+What the server's ``problems/nvidia/eval.py`` does and where the kit differs is said at the
+top of eval.py; the facts taken from the server (exit codes, seeds, the loops' repeats and
+time limits) are the constants here, recorded in docs/server.md. A layout that runs the kit's
+eval.py in protocol mode copies this file beside it (``KIT_SUPPORT_FILES``).
+
+Public surface (what eval.py, ab.py, audit.py, cute_check.py, modal_app.py and benchmarks/ use;
+every other name is private to this file):
+
+* files and layout: ``HERE``, ``SHAPES_JSON``, ``SERVER_FILES``, ``KIT_SUPPORT_FILES``;
+* exit codes and modes: ``EXIT_OK``, ``EXIT_USAGE``, ``EXIT_NO_FD``, ``EXIT_FAIL``,
+  ``EXIT_BAD_TESTS``, ``EXIT_BAD_FD``, ``EXIT_INTERRUPTED``, ``MODES``;
+* the timed loops: ``BENCH_WARMUP``, ``BENCH_CASE``, ``LEADERBOARD_REPEATS``,
+  ``HARNESS_DATES``, ``HARNESS_DATE``, ``LEADERBOARD_WARMUP``, ``LEADERBOARD_CASE``,
+  ``MIN_WALL_NS``, ``MAX_WALL_NS``, ``REL_ERR_TARGET``, ``RECHECK_SEED_STEP``,
+  ``CPU_MAX_REPEATS``, ``HEARTBEAT_S``, ``CASE_TIMEOUT_S``;
+* cases and environment: ``INPUT_NAMES``, ``CASE_KEYS``, ``SHAPE_SETS``, ``ENV_DISTRIBUTION``,
+  ``ENV_CHECK_INPUTS``, ``ENV_LOG_MEDIAN``, ``ENV_BACKEND``, ``ENV_HARNESS_DATE``, ``env_flag``;
+* the upload rules and argument checks: ``MAX_SUBMISSION_BYTES``, ``FORBIDDEN_WORD``,
+  ``REQUIRED_HEADERS``, ``static_problems``, ``header_warnings``, ``submission_problem``,
+  ``writable_file_problem``;
+* the one loader of a submission file: ``load_submission``;
+* test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
+  ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
+  ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
+* statistics: ``Stats``, ``calculate_stats``, ``should_stop``, ``geomean``;
+* in the worker process (or any process): ``run_benchmark_case`` (the timed loop, for
+  ``Worker.call``), ``generate_case``, ``distributions``, ``backend_picks``, ``user_traceback``,
+  ``one_line``;
+* the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
+  ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
+  ``run_mode``;
+* the protocol's client side (run eval.py as the server does, read its lines):
+  ``ProtocolRun``, ``parse_popcorn``, ``run_protocol``, ``results_from_popcorn``;
+* tables: ``sol_lookup``, ``summarize``, ``fmt``, ``format_table``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib.util
+import json
+import math
+import multiprocessing
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SHAPES_JSON = HERE / "shapes.json"
+
+# The server copies its own eval.py, task.py, utils.py and reference.py beside the submission.
+# A layout built from the kit's files (tests, modal_app.py) copies KIT_SUPPORT_FILES too: the
+# kit's eval.py imports this file, its reference.py imports nvfp4.py, and distributions other
+# than "official" need quant.py.
+SERVER_FILES = ("eval.py", "task.py", "utils.py", "reference.py")
+KIT_SUPPORT_FILES = ("harness.py", "nvfp4.py", "quant.py")
+
+EXIT_OK, EXIT_USAGE, EXIT_NO_FD, EXIT_FAIL, EXIT_BAD_TESTS = 0, 2, 111, 112, 113
+EXIT_BAD_FD = 1  # POPCORN_FD names no open descriptor: the server dies with a traceback, exit 1
+MODES = ("test", "benchmark", "leaderboard", "profile")
+
+# (max repeats, budget in ns of summed kernel time) of each timed loop. Each mode warms up on
+# its first case only, then times every case.
+BENCH_WARMUP = (200, 1e8)
+BENCH_CASE = (200, 10e9)
+# Leaderboard mode's (warm-up, per case) by the date of the server's eval.py that set them
+# (gpu-mode/reference-kernels problems/nvidia/eval.py): "2025-11-11" is baaabf4 (baaabf45...),
+# the files the nvfp4_gemv leaderboard ran on from 2025-11-11 to its deadline, 2025-11-29 (the
+# public results were taken under it); "2026-01-13" is aaf640d (aaf640da..., "more loops"),
+# unchanged to the head f83cb92 (f83cb92a...). Nothing else of this problem's harness differs
+# between the two (the benchmark loop, the stopping rule, the 4 GiB L2 clear are the same).
+LEADERBOARD_REPEATS = {
+    "2025-11-11": ((200, 1e7), (200, 30e9)),
+    "2026-01-13": ((1000, 5e8), (1000, 30e9)),
+}
+HARNESS_DATES = tuple(LEADERBOARD_REPEATS)
+HARNESS_DATE = "2026-01-13"  # the default: the head the kit mirrors
+LEADERBOARD_WARMUP, LEADERBOARD_CASE = LEADERBOARD_REPEATS[HARNESS_DATE]
+MIN_WALL_NS = 1e8  # no stop before 100 ms of wall time ...
+MAX_WALL_NS = 120e9  # ... and none later than 120 s
+REL_ERR_TARGET = 1e-3
+RECHECK_SEED_STEP = 13
+CPU_MAX_REPEATS = 5  # host-clock fallback without CUDA: a verdict, not a timing
+
+INPUT_NAMES = ("a", "b", "sfa", "sfb", "sfa_permuted", "sfb_permuted")  # c is the output
+CASE_KEYS = ("m", "k", "l", "seed")  # what generate_input takes
+# Named sets of shapes.json, the same words in eval.py, benchmarks/compare.py and
+# benchmarks/bench_kernel.py: the official correctness cases, the timed cases, both.
+SHAPE_SETS = ("tests", "benchmarks", "all")
+HEARTBEAT_S = 10.0  # human mode: a "still running" line after this long in one case, and again
+# Human mode's default --timeout per call in the worker: a benchmark case stops by 120 s of
+# wall time (MAX_WALL_NS), a leaderboard case re-checks up to 1000 fresh inputs, and a first
+# call on a new GPU compiles and tunes; 10 minutes leaves room for all of it on a slow machine.
+CASE_TIMEOUT_S = 600.0
+EXIT_INTERRUPTED = 130  # human mode, Ctrl-C (128 + SIGINT, as a shell reports it)
+ENV_DISTRIBUTION = "NVFP4_EVAL_DISTRIBUTION"
+ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
+ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
+ENV_BACKEND = "NVFP4_GEMV_BACKEND"
+ENV_HARNESS_DATE = "NVFP4_EVAL_HARNESS_DATE"  # one of HARNESS_DATES: the leaderboard loop's repeats
+
+_CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
+
+
+# =========================================================================== static rules
+# What the server checks of the uploaded file before anything runs (gpu-mode/kernelbot,
+# src/kernelbot/api/api_utils.py at 01a0072acaa33c85e532f89ef80479a765fcb756, to_submit_info:
+# empty file, more than 1_000_000 bytes, not UTF-8, the forbidden word below in any case). The
+# header lines are popcorn-cli's, not the server's: its `submit` takes the leaderboard and the GPU
+# from `--leaderboard` / `--gpu` as well, and the server's eval.py never reads them (kernelbot
+# src/libkernelbot/submission.py at 4bdd839ad76eaac0cdab986d30f8d77f989a289b,
+# handle_popcorn_directives: the command's values, else the directives, else an error). So a
+# missing header is a warning (human mode, audit), never a verdict.
+MAX_SUBMISSION_BYTES = 1_000_000
+FORBIDDEN_WORD = "str" + "eam"  # spelled in two parts so that this file could itself be uploaded
+REQUIRED_HEADERS = ("#!POPCORN leaderboard nvfp4_gemv", "#!POPCORN gpu NVIDIA")
+
+
+def static_problems(path: Path | str) -> list[str]:
+    """One line per upload rule of the server's that the submission file breaks (empty list:
+    none): empty, size, encoding, the forbidden word (with the line it first appears on)."""
+    raw = Path(path).read_bytes()
+    if not raw:
+        return ["the file is empty (the server rejects an empty upload)"]
+    out = []
+    if len(raw) > MAX_SUBMISSION_BYTES:
+        out.append(f"the file is {len(raw):,} bytes; the server rejects files over {MAX_SUBMISSION_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return out + [f"the file is not UTF-8 ({exc}); the server rejects it"]
+    for number, line in enumerate(text.splitlines(), 1):
+        if FORBIDDEN_WORD in line.lower():
+            out.append(f"line {number} contains the word {FORBIDDEN_WORD!r} (any case, comments included): "
+                       "the server rejects the whole file")
+            break
+    return out
+
+
+def header_warnings(path: Path | str) -> list[str]:
+    """One line per ``#!POPCORN`` header line missing near the top of a readable file: what
+    popcorn-cli would then need on its command line (``--leaderboard nvfp4_gemv``, ``--gpu``)
+    or ask for. Not a server rule: nothing fails on it."""
+    try:
+        head = [ln.strip() for ln in Path(path).read_bytes().decode("utf-8").splitlines()[:10]]
+    except (OSError, UnicodeDecodeError):  # static_problems reports an unreadable file
+        return []
+    return [f"no header line {header!r} near the top: popcorn-cli then needs "
+            f"--{header.split()[1]} {header.split()[2]} on its command line (or asks); the server itself "
+            "does not read it" for header in REQUIRED_HEADERS if header not in head]
+
+
+def submission_problem(submission: Path) -> str:
+    """'' when ``submission`` names a submission file, else why not in one line (a folder, a
+    missing file, no .py): the one check of eval.py, ``eval.py audit`` and modal_app.py."""
+    if submission.is_dir():
+        return f"{submission} is a folder, not a submission file (name the .py file in it)"
+    if not submission.is_file():
+        return f"submission file {submission} not found"
+    if submission.suffix != ".py":
+        return (f"{submission}: a submission is a Python file ending in .py "
+                "(the server runs it as submission.py)")
+    return ""
+
+
+def writable_file_problem(path: str | None, option: str, example: str) -> str:
+    """'' when ``path`` (the value of ``option``) can be written as a file at the end of a run,
+    else why not in one line (checked first, so that a long run does not end in an error)."""
+    if path is None:
+        return ""
+    target = Path(path)
+    if target.is_dir():
+        return f"{option} {path} is a folder; give a file path such as {target / example}"
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{option} {path}: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"{option} {path}: no permission to write there"
+    return ""
+
+
+# =========================================================================== the loader
+
+def load_submission(path: Path | str, name: str = "submission", keep: bool = True):
+    """The file at ``path`` imported as the module ``name``, as the server imports its
+    submission.py: while it runs, the module is ``sys.modules[name]`` (what dataclasses, pickling
+    and a module that imports itself need) and the file's folder is first on ``sys.path`` (for
+    ``task`` and files beside it). ``keep`` (the worker, the tools' command lines): both stay so
+    afterwards, and ``import submission`` finds this file; ``keep=False`` (the audit, a text
+    compiled aside): ``sys.path`` and whatever module held ``name`` before are put back. When the
+    import raises, they are put back too and the error goes to the caller."""
+    path = Path(path).resolve()
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None:
+        raise ImportError(f"{path}: not a Python source file (a submission's name ends in .py)")
+    saved_path, saved_module = list(sys.path), sys.modules.get(name)
+    sys.path.insert(0, str(path.parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        keep = False
+        raise
+    finally:
+        if not keep:
+            sys.path[:] = saved_path
+            if saved_module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = saved_module
+    return module
+
+
+# =========================================================================== test files
+
+@dataclasses.dataclass
+class TestCase:
+    args: dict
+    spec: str
+
+
+class TestFileError(ValueError):
+    pass
+
+
+def combine_seeds(a: int, b: int) -> int:
+    """Case seed ``a`` and secret seed ``b`` -> one seed (Cantor pairing plus ``a``): public,
+    small case seeds reveal nothing of a large secret one."""
+    return int(a + (a + b) * (a + b + 1) // 2)
+
+
+def parse_test_cases(text: str, secret_seed: int | None = None) -> list[TestCase]:
+    """Lines like ``m: 128; k: 256; l: 1; seed: 1111`` -> test cases (integers converted).
+
+    Every ';'-separated part of every line must match ``key: value``; a blank line does not.
+    Raises TestFileError naming the line (number and text) and the part.
+    """
+    cases = []
+    for number, line in enumerate(text.splitlines(), 1):
+        args = {}
+        for part in line.split(";"):
+            hit = _CASE_RE.fullmatch(part)
+            if hit is None:
+                raise TestFileError(f"line {number}: invalid test case: '{line}': '{part}': {_part_problem(part)}")
+            key, value = hit[1], hit[2]
+            try:
+                value = int(value)
+            except ValueError:
+                pass
+            args[key] = value
+        cases.append(TestCase(args=args, spec=line))
+    return with_secret(cases, secret_seed)
+
+
+def with_secret(cases: list[TestCase], secret_seed: int | None) -> list[TestCase]:
+    """Every case's seed combined with the secret one (``combine_seeds``); None: unchanged."""
+    if secret_seed is not None:
+        for case in cases:
+            if "seed" in case.args:
+                case.args["seed"] = combine_seeds(case.args["seed"], secret_seed)
+    return cases
+
+
+def _part_problem(part: str) -> str:
+    """Why one ';'-separated part of a test-file line is not ``key: value``."""
+    if not part.strip():
+        return "nothing there (a blank line, or a ';' with nothing after it)"
+    key, sep, value = part.partition(":")
+    if not sep:
+        return "no ':' (expected key: value)"
+    if not re.fullmatch(r"\s*[a-zA-Z]+\s*", key):
+        return f"the key {key.strip()!r} is not letters only"
+    return f"the value {value.strip()!r} is neither an integer nor a word of letters"
+
+
+def case_problem(args: dict) -> str:
+    """'' when a parsed case is one nvfp4_gemv can run (exactly the integer keys m, k, l, seed
+    with m a positive multiple of 128, k a positive multiple of 64, l >= 1), else what is wrong."""
+    missing = [key for key in CASE_KEYS if key not in args]
+    unknown = [key for key in args if key not in CASE_KEYS]
+    if missing or unknown:
+        return (f"a case has exactly the keys {', '.join(CASE_KEYS)}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    not_int = [key for key in CASE_KEYS if not isinstance(args[key], int)]
+    if not_int:
+        return "; ".join(f"{key} must be an integer, got {args[key]!r}" for key in not_int)
+    m, k, l = args["m"], args["k"], args["l"]
+    if m <= 0 or m % 128:
+        return f"m must be a positive multiple of 128, got {m}"
+    if k <= 0 or k % 64:
+        return f"k must be a positive multiple of 64, got {k}"
+    if l < 1:
+        return f"l must be >= 1, got {l}"
+    return ""
+
+
+def read_test_file(path: Path | str) -> list[TestCase]:
+    """A test file for the human mode, checked before any case runs: readable, not a directory,
+    at least one case, every case valid for the problem (``case_problem``). Raises
+    TestFileError naming the file, the line number and what is wrong."""
+    path = Path(path)
+    if path.is_dir():
+        raise TestFileError(f"{path} is a directory, not a test file of lines like "
+                            "'m: 128; k: 256; l: 1; seed: 1111'")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TestFileError(f"could not read test file {path}: {exc}") from None
+    try:
+        cases = parse_test_cases(text)
+    except TestFileError as exc:
+        raise TestFileError(f"{path}, {exc}") from None
+    if not cases:
+        raise TestFileError(f"{path} holds no test cases (lines like 'm: 128; k: 256; l: 1; seed: 1111')")
+    for number, case in enumerate(cases, 1):
+        problem = case_problem(case.args)
+        if problem:
+            raise TestFileError(f"{path}, line {number}: {problem}: '{case.spec}'")
+    return cases
+
+
+def input_bytes(m: int, k: int, l: int) -> int:
+    """Bytes of one case's seven inputs: a, b (padded to 128 rows), the plain and the permuted
+    scales of each, c."""
+    rows = m + 128
+    return rows * k // 2 * l + 2 * rows * k // 16 * l + 2 * m * l
+
+
+def spec_line(case: dict) -> str:
+    """``{"m": 128, "k": 256, "l": 1, "seed": 1111, ...}`` -> ``m: 128; k: 256; l: 1; seed: 1111``
+    (only m, k, l, seed: the keys a test file carries)."""
+    return "; ".join(f"{key}: {case[key]}" for key in ("m", "k", "l", "seed") if key in case)
+
+
+def load_shapes(path: Path | str = SHAPES_JSON) -> dict:
+    """shapes.json: ``{"tests": [...], "benchmarks": [... with sol_us]}``."""
+    return json.loads(Path(path).read_text())
+
+
+def test_file_text(cases: list[dict]) -> str:
+    return "\n".join(spec_line(c) for c in cases) + "\n"
+
+
+def shape_set(name: str, shapes: dict | None = None) -> list[dict]:
+    """The cases of a named set (``SHAPE_SETS``) of shapes.json: "tests", "benchmarks", or "all"
+    (benchmarks, then tests); a shape (m, k, l) listed twice is kept once."""
+    shapes = load_shapes() if shapes is None else shapes
+    if name not in SHAPE_SETS:
+        raise ValueError(f"unknown shape set {name!r}; choose from {', '.join(SHAPE_SETS)}")
+    picks = {"tests": shapes["tests"], "benchmarks": shapes["benchmarks"],
+             "all": shapes["benchmarks"] + shapes["tests"]}[name]
+    out, seen = [], set()
+    for case in picks:
+        key = (case["m"], case["k"], case["l"])
+        if key not in seen:
+            seen.add(key)
+            out.append(case)
+    return out
+
+
+def shape_cases(choice: str | None, mode: str) -> list[TestCase]:
+    """--shapes: a named set (``SHAPE_SETS``; none given: tests in test mode, benchmarks in
+    the others) or a test file, checked by ``read_test_file``. Raises TestFileError."""
+    choice = choice or ("tests" if mode == "test" else "benchmarks")
+    if choice in SHAPE_SETS:
+        return parse_test_cases(test_file_text(shape_set(choice)))
+    if not Path(choice).exists():
+        raise TestFileError(f"--shapes {choice}: neither a shape set ({', '.join(SHAPE_SETS)}) nor an "
+                            "existing file")
+    return read_test_file(choice)
+
+
+
+# =========================================================================== statistics
+
+@dataclasses.dataclass
+class Stats:
+    runs: int
+    mean: float
+    std: float
+    err: float
+    best: float
+    worst: float
+
+
+def calculate_stats(durations: list[float]) -> Stats:
+    """Mean, sample standard deviation (n - 1), standard error of the mean, best, worst."""
+    runs = len(durations)
+    mean = sum(durations) / runs
+    var = sum((d - mean) ** 2 for d in durations) / (runs - 1) if runs > 1 else 0.0
+    std = math.sqrt(var)
+    return Stats(runs=runs, mean=mean, std=std, err=std / math.sqrt(runs),
+                 best=float(min(durations)), worst=float(max(durations)))
+
+
+def should_stop(durations: list[float], wall_ns: float, budget_ns: float) -> bool:
+    """The timed loop's stopping rule, checked after each repeat: never before three repeats
+    and 100 ms of wall time; then stop when the mean is known to 0.1 %, when the summed
+    kernel time passes the budget, or after 120 s of wall time."""
+    if len(durations) < 3 or wall_ns <= MIN_WALL_NS:
+        return False
+    s = calculate_stats(durations)
+    return s.err < REL_ERR_TARGET * s.mean or s.mean * s.runs > budget_ns or wall_ns > MAX_WALL_NS
+
+
+def geomean(values) -> float | None:
+    """Geometric mean of positive numbers; None when empty or when any is missing/non-positive."""
+    values = list(values)
+    if not values or any(v is None or not v > 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# =========================================================================== the worker
+# Everything below up to the parent side runs in the spawned worker process.
+
+_worker_config = {"submission": None, "distribution": "official", "check_inputs": True}
+
+
+def _worker_init(submission_path: str | None, distribution: str, check_inputs: bool,
+                 ignore_interrupt: bool = False) -> None:
+    _worker_config.update(submission=submission_path, distribution=distribution,
+                          check_inputs=check_inputs)
+    if ignore_interrupt:  # human mode: Ctrl-C reaches the whole process group; the parent ends the worker
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _submission():
+    """The submission module: ``import submission`` (the server's layout) or the file given to
+    the human mode, loaded under the module name ``submission`` (``load_submission``)."""
+    path = _worker_config["submission"]
+    if path is not None and "submission" not in sys.modules:
+        return load_submission(path)
+    import submission
+    return submission
+
+
+def _custom_kernel():
+    return _submission().custom_kernel
+
+
+def _backend_here() -> tuple[str, str]:
+    """("ok", name) with the backend the submission's ``select_backend(device)`` picks for the
+    device the inputs live on; ("invalid setting", why) when it raises ValueError (a setting
+    such as NVFP4_GEMV_BACKEND it cannot use), ("cannot run", why) when it raises anything
+    else; ("unknown", "") when the submission has no such function or does not import (its
+    cases then say why)."""
+    try:
+        select = getattr(_submission(), "select_backend", None)
+    except BaseException:
+        return "unknown", ""
+    if not callable(select):
+        return "unknown", ""
+    import torch
+    try:
+        return "ok", str(select(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
+    except ValueError as exc:
+        return "invalid setting", one_line(str(exc))
+    except BaseException as exc:
+        return "cannot run", one_line(f"{type(exc).__name__}: {exc}")
+
+
+def backend_picks() -> dict:
+    """{"MxKxL": backend} from the submission's per-shape choice cache (``_FASTEST``, keys
+    ending in (m, k, l)) where it has one; {} otherwise."""
+    try:
+        cache = getattr(sys.modules.get("submission"), "_FASTEST", None) or {}
+        return {"x".join(str(v) for v in key[-3:]): str(name) for key, name in cache.items()}
+    except Exception:
+        return {}
+
+
+def one_line(text: str) -> str:
+    return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+_REPORTED: set = set()  # the summary lines whose traceback this worker has printed
+
+
+def _harness_frame(filename: str) -> bool:
+    """A frame of this harness or of the import machinery, not of the submission."""
+    return filename.startswith("<frozen ") or Path(filename).resolve() == Path(__file__).resolve()
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` (and of the exceptions it was raised from) without the
+    harness's own frames: what the submission's author needs to read."""
+    te = traceback.TracebackException.from_exception(exc)
+    seen, todo = set(), [te]
+    while todo:
+        part = todo.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        part.stack = traceback.StackSummary.from_list([f for f in part.stack if not _harness_frame(f.filename)])
+        todo += [x for x in (part.__cause__, part.__context__) if x is not None]
+    return "".join(te.format())
+
+
+def _describe(exc: BaseException, doing: str) -> str:
+    """The one-line summary of a failure of the submission; its traceback (the submission's
+    frames) goes to stderr the first time this worker meets that failure."""
+    summary = one_line(f"{doing} raised {type(exc).__name__}: {exc}")
+    if summary not in _REPORTED:
+        _REPORTED.add(summary)
+        print(f"{doing} raised:\n{user_traceback(exc)}", end="", file=sys.stderr)
+    return summary
+
+
+def distributions() -> tuple:
+    """The input distributions eval.py offers (quant.DISTRIBUTIONS); the one place that asks.
+    Beside the server's own reference.py there is no quant.py: then only "official"."""
+    try:
+        from quant import DISTRIBUTIONS
+    except ImportError:
+        return ("official",)
+    return tuple(DISTRIBUTIONS)
+
+
+def generate_case(args: dict, distribution: str = "official"):
+    """A case's inputs (``args``: the keys ``CASE_KEYS``): ``reference.generate_input`` exactly as
+    the server calls it (so this file also runs beside the server's reference.py), then, for a
+    ``distribution`` other than "official", ``quant.fill`` on the result."""
+    from reference import generate_input
+    data = generate_input(**args)
+    if distribution == "official":
+        return data
+    import quant
+    return quant.fill(data, distribution)
+
+
+def _generate(args: dict):
+    """The case's inputs in the worker, with the distribution it was started with."""
+    return generate_case(args, _worker_config["distribution"])
+
+
+def _clone(data):
+    import torch
+    if isinstance(data, (tuple, list)):
+        return type(data)(_clone(x) for x in data)
+    if isinstance(data, dict):
+        return {k: _clone(v) for k, v in data.items()}
+    return data.clone() if isinstance(data, torch.Tensor) else data
+
+
+def _sync() -> None:
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _same_tensor(x, y) -> bool:
+    import torch
+    if not isinstance(x, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype \
+            or x.stride() != y.stride() or x.device != y.device:
+        return False
+    if x.element_size() == 1:  # fp4 pairs and fp8 codes: compare the bytes
+        return torch.equal(x.view(torch.uint8), y.view(torch.uint8))
+    return torch.equal(x, y)
+
+
+def _inputs_changed(seen, pristine) -> str:
+    """'' when the submission left its inputs alone, else a failure message."""
+    if not _worker_config["check_inputs"]:
+        return ""
+    if not isinstance(seen, tuple) or len(seen) != len(pristine):
+        return "the input tuple was replaced"
+    changed = [name for name, x, y in zip(INPUT_NAMES, seen, pristine, strict=False) if not _same_tensor(x, y)]
+    if not changed:
+        return ""
+    return ("custom_kernel modified its input tensor(s) in place: " + ", ".join(changed)
+            + " (only c may be written; the server's benchmark loop reuses one input for every"
+            " repeat. NVFP4_EVAL_CHECK_INPUTS=0 skips this kit-only check)")
+
+
+def _check(data, output) -> tuple[bool, str]:
+    from reference import check_implementation
+    try:
+        return check_implementation(data, output)
+    except BaseException as exc:  # a malformed output can make the comparison itself fail
+        return False, _describe(exc, "checking the output")
+
+
+def _run_test_case(args: dict) -> tuple[bool, str]:
+    """One correctness check: (passed, message)."""
+    try:
+        custom_kernel = _custom_kernel()
+    except BaseException as exc:
+        return False, _describe(exc, "importing the submission")
+    try:
+        data = _generate(args)
+        given = _clone(data)
+        _sync()
+    except BaseException as exc:
+        return False, _describe(exc, f"generate_input({args})")
+    try:
+        output = custom_kernel(given)
+        _sync()
+    except BaseException as exc:
+        return False, _describe(exc, "custom_kernel")
+    changed = _inputs_changed(given, data)
+    if changed:
+        return False, changed
+    return _check(data, output)
+
+
+def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
+    """One correctness check, then the timed loop. Returns the list of durations (ns) or a
+    failure message (str)."""
+    import torch
+
+    from utils import clear_l2_cache
+    try:
+        custom_kernel = _custom_kernel()
+    except BaseException as exc:
+        return _describe(exc, "importing the submission")
+    args = dict(args)
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        max_repeats = min(max_repeats, CPU_MAX_REPEATS)
+    try:
+        data = _generate(args)
+        pristine = _clone(data)
+        given = _clone(data)
+        output = custom_kernel(given)
+        _sync()
+        fault = _inputs_changed(given, pristine)
+        if fault:
+            return fault
+        good, message = _check(pristine, output)
+        if not good:
+            return message
+        durations = []
+        t0 = time.perf_counter_ns()
+        for _ in range(max_repeats):
+            if recheck:
+                if "seed" in args:
+                    args["seed"] += RECHECK_SEED_STEP
+                data = _generate(args)
+                pristine = _clone(data)
+            _sync()
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                clear_l2_cache()
+                start.record()
+                output = custom_kernel(data)
+                end.record()
+                torch.cuda.synchronize()
+                durations.append(start.elapsed_time(end) * 1e6)  # ms -> ns
+            else:
+                h0 = time.perf_counter_ns()
+                output = custom_kernel(data)
+                durations.append(float(time.perf_counter_ns() - h0))
+            if recheck:
+                fault = _inputs_changed(data, pristine)
+                if fault:
+                    return fault
+                good, message = _check(pristine, output)
+                if not good:
+                    return message
+            del output
+            if should_stop(durations, time.perf_counter_ns() - t0, budget_ns):
+                break
+        return durations
+    except BaseException as exc:
+        return _describe(exc, "custom_kernel")
+
+
+def _run_profile_case(args: dict):
+    """(True, a profiler table of one call) or (False, a failure message)."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+        cuda = torch.cuda.is_available()
+        custom_kernel = _custom_kernel()
+        data = _generate(args)
+        _sync()
+        given = _clone(data)
+        activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+        with profile(activities=activities) as prof:
+            custom_kernel(given)
+            _sync()
+        sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+        return True, prof.key_averages().table(sort_by=sort, row_limit=20)
+    except BaseException as exc:
+        return False, _describe(exc, "profiling custom_kernel")
+
+
+# =========================================================================== parent side
+
+class Worker:
+    """One spawned worker process that runs case after case; replaced if it dies."""
+
+    def __init__(self, submission: str | None, distribution: str, check_inputs: bool, heartbeat=None,
+                 timeout: float | None = None, ignore_interrupt: bool = False):
+        """``heartbeat(seconds)``, if given, is called every ``HEARTBEAT_S`` seconds that one
+        call has been running (human mode: a "still running" line). ``timeout``: seconds one
+        call may run before the worker is killed and the call fails (``WorkerDied``); None:
+        no limit (protocol mode, as on the server). ``ignore_interrupt``: the worker ignores
+        Ctrl-C, which the parent answers by killing it (no traceback from the worker)."""
+        self._initargs = (submission, distribution, check_inputs, ignore_interrupt)
+        self._pool = None
+        self._heartbeat = heartbeat
+        self._timeout = timeout
+
+    def _wait(self, future):
+        t0 = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - t0
+            left = None if self._timeout is None else self._timeout - elapsed
+            if left is not None and left <= 0:
+                self.kill()
+                raise WorkerDied(f"the case ran longer than {self._timeout:g} s and was stopped "
+                                 "(human mode's --timeout)")
+            waits = [w for w in (HEARTBEAT_S if self._heartbeat else None, left) if w is not None]
+            try:
+                return future.result(timeout=min(waits) if waits else None)
+            except FutureTimeout:
+                if self._heartbeat and (self._timeout is None or time.monotonic() - t0 < self._timeout):
+                    self._heartbeat(time.monotonic() - t0)
+
+    def start(self) -> int:
+        """Spawn the worker process now, if it is not running (otherwise the first call spawns
+        it), so that processes start in the order the caller chooses; returns its process id."""
+        return self.call(os.getpid)
+
+    def call(self, fn, *args):
+        """fn(*args) in the worker; ``WorkerDied`` if the process died on it or ran past the timeout."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_worker_init, initargs=self._initargs)
+        try:
+            return self._wait(self._pool.submit(fn, *args))
+        except BrokenProcessPool as exc:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+            raise WorkerDied("the worker process died while running the submission "
+                             "(a crash, os._exit or an out-of-memory kill)") from exc
+
+    def kill(self):
+        """End the worker process now, whatever it is running (a later call starts a fresh one)."""
+        if self._pool is not None:
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+                proc.kill()
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:  # e.g. Ctrl-C: do not wait for a case that may never end
+            self.kill()
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """What a mode found for one case. durations in ns (timed modes), report (profile)."""
+    spec: str
+    args: dict
+    ok: bool
+    error: str = ""
+    durations: list | None = None
+    report: str = ""
+    logged: dict | None = None  # stats read back from protocol lines (no durations there)
+
+
+def safe_call(worker: Worker, fn, *args):
+    """worker.call, with every failure of the worker turned into a WorkerDied value."""
+    try:
+        return worker.call(fn, *args)
+    except WorkerDied as exc:
+        return exc
+    except Exception as exc:  # e.g. a result that does not pickle: fail the case, not the harness
+        return WorkerDied(one_line(f"the harness could not run this case: {type(exc).__name__}: {exc}"))
+
+
+def backend_status(worker: Worker) -> tuple[str, str]:
+    """``_backend_here`` in the worker; ("unknown", "") if the worker died on it."""
+    out = safe_call(worker, _backend_here)
+    return out if isinstance(out, tuple) else ("unknown", "")
+
+
+def run_test_mode(log, worker: Worker, tests: list[TestCase], progress=None) -> list[CaseResult]:
+    log("test-count", len(tests))
+    results = []
+    for idx, test in enumerate(tests):
+        log(f"test.{idx}.spec", test.spec)
+        if progress:
+            progress(f"[test {idx + 1}/{len(tests)}] {test.spec}")
+        out = safe_call(worker, _run_test_case, test.args)
+        ok, message = (False, str(out)) if isinstance(out, WorkerDied) else out
+        results.append(CaseResult(test.spec, test.args, ok, "" if ok else message))
+        log(f"test.{idx}.status", "pass" if ok else "fail")
+        if not ok:
+            log(f"test.{idx}.error", one_line(message))
+        elif message:
+            log(f"test.{idx}.message", one_line(message))
+        if progress:
+            progress(f"    {'pass' if ok else 'FAIL: ' + one_line(message)}")
+    log("check", "pass" if all(r.ok for r in results) else "fail")
+    return results
+
+
+def _log_stats(log, idx: int, durations: list, with_median: bool) -> None:
+    stats = calculate_stats(durations)
+    for field in dataclasses.fields(Stats):
+        log(f"benchmark.{idx}.{field.name}", getattr(stats, field.name))
+    if with_median:
+        log(f"benchmark.{idx}.median", statistics.median(durations))
+
+
+def warm_up(worker: Worker, tests: list[TestCase], leaderboard: bool, progress=None,
+            harness_date: str = HARNESS_DATE) -> None:
+    """The timed modes' warm-up, as the server's: the first case through the timed loop with
+    the warm-up's limits (leaderboard: those of ``harness_date``) and no re-check (its verdict
+    is not used)."""
+    name = "leaderboard" if leaderboard else "benchmark"
+    warm = LEADERBOARD_REPEATS[harness_date][0] if leaderboard else BENCH_WARMUP
+    if progress:
+        progress(f"[{name}] warm-up {tests[0].spec}")
+    safe_call(worker, run_benchmark_case, tests[0].args, False, *warm)
+
+
+def run_timed_mode(log, worker: Worker, tests: list[TestCase], leaderboard: bool,
+                   with_median: bool = False, progress=None, harness_date: str = HARNESS_DATE) -> list[CaseResult]:
+    """benchmark (leaderboard=False) or leaderboard mode (its repeats: those of ``harness_date``)."""
+    name = "leaderboard" if leaderboard else "benchmark"
+    per_case = LEADERBOARD_REPEATS[harness_date][1] if leaderboard else BENCH_CASE
+    warm_up(worker, tests, leaderboard, progress, harness_date)
+    log("benchmark-count", len(tests))
+    results = []
+    for idx, test in enumerate(tests):
+        log(f"benchmark.{idx}.spec", test.spec)
+        if progress:
+            progress(f"[{name} {idx + 1}/{len(tests)}] {test.spec}")
+        out = safe_call(worker, run_benchmark_case, test.args, leaderboard, *per_case)
+        if isinstance(out, list):
+            results.append(CaseResult(test.spec, test.args, True, durations=out))
+            _log_stats(log, idx, out, with_median)
+            if progress:
+                s = calculate_stats(out)
+                progress(f"    {s.runs} runs, mean {s.mean / 1e3:.3f} µs, best {s.best / 1e3:.3f} µs")
+        else:
+            results.append(CaseResult(test.spec, test.args, False, error=one_line(str(out))))
+            log(f"benchmark.{idx}.status", "fail")
+            log(f"benchmark.{idx}.error", one_line(str(out)))
+            if progress:
+                progress(f"    FAIL: {one_line(str(out))}")
+            if leaderboard:
+                break
+    log("check", "pass" if all(r.ok for r in results) else "fail")
+    return results
+
+
+def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None) -> list[CaseResult]:
+    log("benchmark-count", len(tests))
+    results = []
+    for idx, test in enumerate(tests):
+        log(f"benchmark.{idx}.spec", test.spec)
+        if progress:
+            progress(f"[profile {idx + 1}/{len(tests)}] {test.spec}")
+        out = safe_call(worker, _run_profile_case, test.args)
+        ok, text = (False, str(out)) if isinstance(out, WorkerDied) else out
+        if ok:
+            results.append(CaseResult(test.spec, test.args, True, report=text))
+            log(f"benchmark.{idx}.report", base64.b64encode(text.encode("utf-8"), b"+*").decode("ascii"))
+        else:
+            results.append(CaseResult(test.spec, test.args, False, error=one_line(text)))
+            log(f"benchmark.{idx}.status", "fail")
+            log(f"benchmark.{idx}.error", one_line(text))
+    log("check", "pass" if all(r.ok for r in results) else "fail")
+    return results
+
+
+def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median: bool = False,
+             progress=None, harness_date: str = HARNESS_DATE) -> list[CaseResult]:
+    if mode == "test":
+        return run_test_mode(log, worker, tests, progress)
+    if mode in ("benchmark", "leaderboard"):
+        return run_timed_mode(log, worker, tests, mode == "leaderboard", with_median, progress, harness_date)
+    if mode == "profile":
+        return run_profile_mode(log, worker, tests, progress)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+# =========================================================================== popcorn client
+# Used by the tests and modal_app.py: run eval.py the way the server does and read its lines.
+
+@dataclasses.dataclass
+class ProtocolRun:
+    returncode: int
+    lines: dict  # key -> value, in order
+    stdout: str
+    stderr: str
+
+
+def parse_popcorn(text: str) -> dict:
+    """``key: value`` lines -> dict (a value keeps everything after the first ': ')."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep:
+            out[key.strip()] = value
+        elif line.endswith(":"):
+            out[line[:-1].strip()] = ""
+    return out
+
+
+def run_protocol(workdir: Path | str, mode: str, test_file: Path | str, env: dict | None = None,
+                 timeout: float | None = None, python: str = sys.executable) -> ProtocolRun:
+    """``python eval.py MODE TESTFILE`` in ``workdir`` with a fresh ``os.pipe()`` whose write end
+    is ``POPCORN_FD``; returns the exit status and the parsed lines. ``env`` adds to (or, with
+    a value None, removes from) this process's environment."""
+    full_env = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
+    read_fd, write_fd = os.pipe()
+    full_env["POPCORN_FD"] = str(write_fd)
+    chunks = []
+    try:
+        proc = subprocess.Popen([python, "eval.py", mode, str(test_file)], cwd=str(workdir),
+                                env=full_env, pass_fds=(write_fd,), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_fd)  # the child holds its own copy; EOF comes when it closes it
+
+    def drain():
+        with os.fdopen(read_fd, "rb") as f:
+            chunks.append(f.read())
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        stderr += f"\n[run_protocol] killed after {timeout} s"
+    reader.join(timeout=30)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return ProtocolRun(proc.returncode, parse_popcorn(text), stdout, stderr)
+
+
+def results_from_popcorn(lines: dict, mode: str) -> list[CaseResult]:
+    """The parsed lines of one protocol run -> CaseResults; a timed case carries the logged
+    stats (ns) in ``logged`` (the median only where NVFP4_EVAL_LOG_MEDIAN=1 logged it)."""
+    prefix = "test" if mode == "test" else "benchmark"
+    count = int(lines.get(f"{prefix}-count", 0))
+    results = []
+    for idx in range(count):
+        spec = lines.get(f"{prefix}.{idx}.spec")
+        if spec is None:
+            break
+        try:
+            args = parse_test_cases(spec)[0].args
+        except TestFileError:
+            args = {}
+        key = f"{prefix}.{idx}."
+        if mode == "test":
+            ok = lines.get(key + "status") == "pass"
+            results.append(CaseResult(spec, args, ok, lines.get(key + "error", "")))
+        elif key + "mean" in lines:
+            logged = {f: float(lines[key + f]) for f in
+                      ("runs", "mean", "std", "err", "best", "worst", "median") if key + f in lines}
+            results.append(CaseResult(spec, args, True, logged=logged))
+        elif key + "report" in lines:
+            report = base64.b64decode(lines[key + "report"], b"+*").decode("utf-8", "replace")
+            results.append(CaseResult(spec, args, True, report=report))
+        else:
+            results.append(CaseResult(spec, args, False, lines.get(key + "error", "no result")))
+    return results
+
+
+# =========================================================================== tables
+
+def _case_numbers(res: CaseResult) -> dict | None:
+    """runs / mean / median / best / worst / std / err in ns of a timed case (None if failed)."""
+    if not res.ok:
+        return None
+    if res.durations:
+        s = calculate_stats(res.durations)
+        return {"runs": s.runs, "mean": s.mean, "median": statistics.median(res.durations),
+                "best": s.best, "worst": s.worst, "std": s.std, "err": s.err}
+    ps = res.logged
+    if ps:
+        return {"runs": int(ps["runs"]), "mean": ps["mean"], "median": ps.get("median"),
+                "best": ps["best"], "worst": ps["worst"], "std": ps["std"], "err": ps["err"]}
+    return None
+
+
+def sol_lookup(shapes: dict | None = None) -> dict:
+    """(m, k, l) -> official B200 speed-of-light µs, from shapes.json."""
+    shapes = load_shapes() if shapes is None else shapes
+    return {(b["m"], b["k"], b["l"]): b["sol_us"] for b in shapes.get("benchmarks", []) if "sol_us" in b}
+
+
+def summarize(mode: str, results: list[CaseResult], sol: dict | None = None) -> dict:
+    """JSON-ready summary of one mode: per-case rows and the geometric means (µs)."""
+    sol = sol_lookup() if sol is None else sol
+    rows = []
+    for res in results:
+        row = {"spec": res.spec, **{k: res.args.get(k) for k in ("m", "k", "l", "seed")},
+               "status": "pass" if res.ok else "fail"}
+        if not res.ok:
+            row["error"] = res.error
+        nums = _case_numbers(res) if mode in ("benchmark", "leaderboard") else None
+        if nums:
+            row["runs"] = nums["runs"]
+            for key in ("mean", "median", "best", "worst", "std", "err"):
+                row[f"{key}_us"] = None if nums[key] is None else nums[key] / 1e3
+            s = sol.get((row["m"], row["k"], row["l"]))
+            row["sol_us"] = s
+            row["pct_of_sol"] = 100.0 * s / row["mean_us"] if s and row["mean_us"] else None
+        rows.append(row)
+    out = {"mode": mode, "passed": all(r.ok for r in results), "cases": rows}
+    if mode in ("benchmark", "leaderboard"):
+        out["geomean_mean_us"] = geomean(r.get("mean_us") for r in rows) if rows else None
+        out["geomean_median_us"] = geomean(r.get("median_us") for r in rows) if rows else None
+    return out
+
+
+def fmt(value, spec=".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(summary: dict, device: str = "", backend: str = "") -> str:
+    """The human-readable table of one mode's ``summarize`` output (``backend``: the submission's
+    backend that ran, named in the first line)."""
+    mode, rows = summary["mode"], summary["cases"]
+    lines = []
+    device = (device or "unknown device") + (f", backend {backend}" if backend else "")
+    if mode in ("benchmark", "leaderboard"):
+        b200 = "B200" in device.upper()
+        note = "" if b200 else "   <- SOL: official B200 figures; this GPU is not a B200"
+        lines.append(f"{mode}: {device}")
+        head = (f"{'m':>6} {'k':>6} {'l':>2} {'runs':>5} {'mean µs':>10} {'median µs':>10} "
+                f"{'best µs':>10} {'worst µs':>10} {'SOL µs':>8} {'% of SOL':>9}")
+        lines += [head + note, "-" * len(head)]
+        for r in rows:
+            lead = f"{fmt(r['m'], 'd'):>6} {fmt(r['k'], 'd'):>6} {fmt(r['l'], 'd'):>2}"
+            if r["status"] != "pass" or "mean_us" not in r:
+                lines.append(f"{lead} FAIL: {r.get('error', '')}")
+                continue
+            pct = fmt(r["pct_of_sol"], ".1f") + ("%" if r["pct_of_sol"] is not None else "")
+            lines.append(f"{lead} {r['runs']:>5} {fmt(r['mean_us']):>10} {fmt(r['median_us']):>10} "
+                         f"{fmt(r['best_us']):>10} {fmt(r['worst_us']):>10} "
+                         f"{fmt(r['sol_us']):>8} {pct:>9}")
+        lines.append(f"geomean of means:   {fmt(summary['geomean_mean_us'])} µs   (the leaderboard's score)")
+        lines.append(f"geomean of medians: {fmt(summary['geomean_median_us'])} µs")
+        lines.append("% of SOL = SOL µs / mean µs (100% = at the speed of light)")
+    else:
+        lines.append(f"{mode}: {device}")
+        for r in rows:
+            tail = "pass" if r["status"] == "pass" else f"FAIL: {r.get('error', '')}"
+            lines.append(f"  {r['spec']:<40} {tail}")
+    lines.append(f"{mode}: {'PASS' if summary['passed'] else 'FAIL'}")
+    return "\n".join(lines)
+
+
