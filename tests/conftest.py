@@ -144,6 +144,21 @@ def pytest_addoption(parser):
     parser.addoption("--part", metavar="N/M", default=None,
                      help="run only part N of M of the suite (whole test files, balanced by the "
                           "weights in tests/conftest.py); prints the seconds per file at the end")
+    parser.addoption("--gpu-only", action="store_true", default=False,
+                     help="run only the tests that need a GPU (marked gpu, or skipped where there is no "
+                          "CUDA GPU by a skipif naming it): on a GPU machine after the CPU suite passed")
+
+
+def needs_gpu(item) -> bool:
+    """Whether a test is one of the GPU tests: the ``gpu`` marker, or a skipif whose reason names a
+    CUDA GPU and whose condition is false here (it would run on this machine)."""
+    if item.get_closest_marker("gpu") is not None:
+        return True
+    for mark in item.iter_markers("skipif"):
+        reason = str(mark.kwargs.get("reason", ""))
+        if ("CUDA" in reason or "GPU" in reason) and mark.args and not mark.args[0] and "without" not in reason:
+            return True
+    return False
 
 
 def pytest_configure(config):
@@ -167,6 +182,11 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("gpu_only", False):
+        drop = [item for item in items if not needs_gpu(item)]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = [item for item in items if needs_gpu(item)]
     part = _part(config)
     if part is None:
         return

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import pytest
 from conftest import DEFAULT_FILE_WEIGHT, FILE_WEIGHTS, ROOT, assign_parts, parse_part, suite_files
 
@@ -144,3 +145,29 @@ def test_gpu_run_refuses_a_bad_part_in_one_line(tmp_path, args):
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--part" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+class _Item:
+    """A stand-in collected test: its markers by name."""
+
+    def __init__(self, *marks):
+        self.marks = marks
+
+    def get_closest_marker(self, name):
+        return next((m for m in self.marks if m.name == name), None)
+
+    def iter_markers(self, name):
+        return (m for m in self.marks if m.name == name)
+
+
+@pytest.mark.parametrize("marks, expected", [
+    ((pytest.mark.gpu.mark,), True),
+    ((pytest.mark.skipif(False, reason="needs a CUDA GPU").mark,), True),
+    ((pytest.mark.skipif(True, reason="needs a CUDA GPU").mark,), False),
+    ((pytest.mark.skipif(False, reason="checks the refusal without a CUDA GPU").mark,), False),
+    ((pytest.mark.skipif(False, reason="nvidia-cutlass-dsl not installed").mark,), False),
+    ((), False),
+], ids=["gpu-marker", "skipif-no-cuda-would-run", "skipif-no-cuda-skipped", "refusal-test", "other-skipif", "plain"])
+def test_gpu_only_keeps_the_tests_that_need_a_gpu(marks, expected):
+    """--gpu-only keeps a test marked gpu, or one whose skipif names a CUDA GPU and would run here."""
+    assert conftest.needs_gpu(_Item(*marks)) is expected
