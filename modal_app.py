@@ -990,7 +990,7 @@ def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
 
 
 def upload_problem(path: str) -> str | None:
-    """The server's upload rules (``eval.static_problems``: empty, size, UTF-8, the forbidden word)
+    """The server's upload rules (``harness.static_problems``: empty, size, UTF-8, the forbidden word)
     for an existing file: one line naming the file and every rule it breaks, or None."""
     problems = kit_harness.static_problems(Path(path))
     if problems:

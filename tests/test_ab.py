@@ -285,7 +285,7 @@ def test_a_file_failing_its_checks_is_one_line():
 
 def test_static_rules_fail_a_file_but_missing_headers_are_a_note(tmp_path, capsys):
     """The upload rules fail a file (one line); missing #!POPCORN lines are no server rule
-    (eval.header_warnings: a note in the JSON)."""
+    (harness.header_warnings: a note in the JSON)."""
     bad = tmp_path / "bad.py"
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n# a cuda " + harness.FORBIDDEN_WORD +
                    " here\n" + GOOD.read_text())

@@ -164,7 +164,7 @@ def test_command_line_exit_status_and_lines(tmp_path):
 
 
 def test_a_folder_is_no_submission(tmp_path, capsys):
-    """The same one-line check as eval.py and modal_app.py (eval.submission_problem)."""
+    """The same one-line check as eval.py and modal_app.py (harness.submission_problem)."""
     assert audit.main([str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"error: {tmp_path} is a folder, not a submission file (name the .py file in it)\n"

@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import OFFICIAL_TESTS, ROOT, make_input
 
-import eval as ev
+import harness as ev
 import reference
 from utils import verbose_allclose
 

@@ -492,7 +492,7 @@ def test_table_names_the_backend():
 
 
 class _RecordingWorker:
-    """Stands in for eval.Worker: records each call's case and (repeats, budget), returns 3 durations."""
+    """Stands in for harness.Worker: records each call's case and (repeats, budget), returns 3 durations."""
 
     def __init__(self):
         self.calls = []
