@@ -413,6 +413,7 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return ev.EXIT_USAGE
+    __import__("bundle").refuse_if_stale(path)  # the kit's own submission.py must hold its sources
     import torch
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     print(f"auditing {path} on {where}", file=sys.stderr, flush=True)

@@ -132,11 +132,12 @@ def first_difference(text: str, root: Path = ROOT, name: str = "submission.py") 
     return ""
 
 
-def check(path: Path | str = SUBMISSION, root: Path = ROOT) -> str:
-    """'' when the submission file at ``path`` matches its sources, else why not, in one line."""
+def check(path: Path | str = SUBMISSION) -> str:
+    """'' when the submission file at ``path`` matches its sources (the paths of its blocks are
+    relative to its folder), else why not, in one line."""
     path = Path(path)
     try:
-        return first_difference(path.read_text(encoding="utf-8"), root, path.name)
+        return first_difference(path.read_text(encoding="utf-8"), path.resolve().parent, path.name)
     except (OSError, UnicodeDecodeError) as exc:
         return f"{path} cannot be read: {exc}"
     except BundleError as exc:
@@ -152,7 +153,7 @@ def stale_problem(*paths) -> str:
         except OSError:
             own = False
         if own:
-            why = check(SUBMISSION)
+            why = check(path)
             if why:
                 return (f"the kit's submission.py is stale ({why.replace(f': run `{COMMAND}`', '')}): "
                         f"run `{COMMAND}` first (a copy of the file, given by its path, is timed as it is)")
@@ -173,19 +174,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 with the first difference when a copy differs from its file")
     ap.add_argument("--submission", default=str(SUBMISSION), metavar="PATH",
-                    help="the file whose blocks are written or checked (default: the kit's submission.py)")
+                    help="the file whose blocks are written or checked, from the sources beside it (default: the "
+                         "kit's submission.py)")
     args = ap.parse_args(argv)
     path = Path(args.submission)
+    root = path.resolve().parent
     try:
         text = path.read_text(encoding="utf-8")
         if args.check:
-            why = first_difference(text, ROOT, path.name)
+            why = first_difference(text, root, path.name)
             if why:
                 print(f"error: {why}", file=sys.stderr)
                 return 1
             print(f"{path.name}: its {len(blocks(text))} bundled copies match their files")
             return 0
-        new = bundled(text, ROOT)
+        new = bundled(text, root)
+        lines = text.splitlines()
+        changed = [b.path for b in blocks(text) if lines[b.first:b.end] != source_lines(b.path, root)]
     except (OSError, UnicodeDecodeError, BundleError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -193,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.name}: up to date")
         return 0
     path.write_text(new, encoding="utf-8")
-    print(f"{path.name}: wrote {', '.join(b.path for b in blocks(new))}")
+    print(f"{path.name}: wrote its copies of {', '.join(changed)}")
     return 0
 
 

@@ -219,138 +219,144 @@ _TABLES_JSON = r"""
     "one that kernels/same_sass.json proves to compile alike. kit: the kit's git revision; sweep: what measured it.",
     "benchmarks/apply_table.py writes the entries; python3 eval.py bundle copies this file into submission.py."
   ],
-  "notes": [],
-  "cuda": {
-    "NVIDIA H100 80GB HBM3": [
-      {
-        "shape": [7168, 16384, 1],
-        "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
-        "kernel": "dd5bdb48218a",
-        "kit": "c3c10fd",
-        "date": "2026-11-25",
-        "server_us": 30.53,
-        "clean_us": 27.38,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [4096, 7168, 8],
-        "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
-        "kernel": "dd5bdb48218a",
-        "kit": "c3c10fd",
-        "date": "2026-11-25",
-        "server_us": 51.22,
-        "clean_us": 48.77,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [7168, 2048, 4],
-        "config": "lpr=8,rpt=1,u=4,warps=2,decode=dp4a-sr2,v=1,pipe=ptxas,minb=16,bsh=True",
-        "kernel": "?",
-        "kit": "6fadabf",
-        "date": "2026-11-25",
-        "server_us": 17.65,
-        "clean_us": 16.03,
-        "sweep": "bench_kernel.py --sweep"
-      }
-    ],
-    "NVIDIA H200": [
-      {
-        "shape": [7168, 16384, 1],
-        "config": "lpr=32,rpt=4,u=4,warps=8,decode=dp4a-sr,pipe=ptxas,minb=1",
-        "kernel": "?",
-        "kit": "f60a1c9",
-        "date": "2026-11-25",
-        "server_us": 24.35,
-        "clean_us": 23.1,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [4096, 7168, 8],
-        "config": "lpr=32,rpt=8,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
-        "kernel": "?",
-        "kit": "f60a1c9",
-        "date": "2026-11-25",
-        "server_us": 41.87,
-        "clean_us": 38.08,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [7168, 2048, 4],
-        "config": "lpr=32,rpt=4,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
-        "kernel": "?",
-        "kit": "f60a1c9",
-        "date": "2026-11-25",
-        "server_us": 15.15,
-        "clean_us": 14.64,
-        "sweep": "bench_kernel.py --sweep"
-      }
-    ]
+  "tables": {
+    "cuda": {},
+    "triton": {
+      "NVIDIA H100 80GB HBM3": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "block_m=16,block_g=128,warps=4",
+          "kernel": "3c2611b17aeb",
+          "kit": "7228653",
+          "date": "2026-11-25",
+          "server_us": 32.7,
+          "clean_us": 30.27,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "block_m=8,block_g=64,warps=1",
+          "kernel": "3c2611b17aeb",
+          "kit": "7228653",
+          "date": "2026-11-25",
+          "server_us": 55.15,
+          "clean_us": 50.9,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "block_m=16,block_g=64,warps=2",
+          "kernel": null,
+          "kit": "0cdea24",
+          "date": "2026-11-22",
+          "server_us": null,
+          "clean_us": 16.54,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ],
+      "NVIDIA H200": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "block_m=8,block_g=128,warps=2",
+          "kernel": null,
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": null,
+          "clean_us": 26.9,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "block_m=16,block_g=32,warps=1",
+          "kernel": null,
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": null,
+          "clean_us": 40.4,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "block_m=16,block_g=64,warps=2",
+          "kernel": null,
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": null,
+          "clean_us": 15.1,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ]
+    }
   },
-  "triton": {
-    "NVIDIA H100 80GB HBM3": [
-      {
-        "shape": [7168, 16384, 1],
-        "config": "block_m=16,block_g=128,warps=4",
-        "kernel": "3c2611b17aeb",
-        "kit": "7228653",
-        "date": "2026-11-25",
-        "server_us": 32.7,
-        "clean_us": 30.27,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [4096, 7168, 8],
-        "config": "block_m=8,block_g=64,warps=1",
-        "kernel": "3c2611b17aeb",
-        "kit": "7228653",
-        "date": "2026-11-25",
-        "server_us": 55.15,
-        "clean_us": 50.9,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [7168, 2048, 4],
-        "config": "block_m=16,block_g=64,warps=2",
-        "kernel": "?",
-        "kit": "0cdea24",
-        "date": "2026-11-22",
-        "server_us": null,
-        "clean_us": 16.54,
-        "sweep": "bench_kernel.py --sweep"
-      }
-    ],
-    "NVIDIA H200": [
-      {
-        "shape": [7168, 16384, 1],
-        "config": "block_m=8,block_g=128,warps=2",
-        "kernel": "?",
-        "kit": "f60a1c9",
-        "date": "2026-11-25",
-        "server_us": null,
-        "clean_us": 26.9,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [4096, 7168, 8],
-        "config": "block_m=16,block_g=32,warps=1",
-        "kernel": "?",
-        "kit": "f60a1c9",
-        "date": "2026-11-25",
-        "server_us": null,
-        "clean_us": 40.4,
-        "sweep": "bench_kernel.py --sweep"
-      },
-      {
-        "shape": [7168, 2048, 4],
-        "config": "block_m=16,block_g=64,warps=2",
-        "kernel": "?",
-        "kit": "f60a1c9",
-        "date": "2026-11-25",
-        "server_us": null,
-        "clean_us": 15.1,
-        "sweep": "bench_kernel.py --sweep"
-      }
-    ]
+  "retired": {
+    "about": [],
+    "cuda": {
+      "NVIDIA H100 80GB HBM3": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
+          "kernel": "dd5bdb48218a",
+          "kit": "c3c10fd",
+          "date": "2026-11-25",
+          "server_us": 30.53,
+          "clean_us": 27.38,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
+          "kernel": "dd5bdb48218a",
+          "kit": "c3c10fd",
+          "date": "2026-11-25",
+          "server_us": 51.22,
+          "clean_us": 48.77,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "lpr=8,rpt=1,u=4,warps=2,decode=dp4a-sr2,v=1,pipe=ptxas,minb=16,bsh=True",
+          "kernel": null,
+          "kit": "6fadabf",
+          "date": "2026-11-25",
+          "server_us": 17.65,
+          "clean_us": 16.03,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ],
+      "NVIDIA H200": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "lpr=32,rpt=4,u=4,warps=8,decode=dp4a-sr,pipe=ptxas,minb=1",
+          "kernel": null,
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": 24.35,
+          "clean_us": 23.1,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "lpr=32,rpt=8,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
+          "kernel": null,
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": 41.87,
+          "clean_us": 38.08,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "lpr=32,rpt=4,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
+          "kernel": null,
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": 15.15,
+          "clean_us": 14.64,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ]
+    },
+    "triton": {}
   }
 }
 """[1:]
@@ -407,15 +413,18 @@ def _config_from(cls, value):
 _ENTRIES = {}  # (backend, GPU model, (m, k, l)) -> its entry of kernels/tables.json (revision, date, kit, times)
 
 
-def _measured(backend: str, config: type) -> dict:
+def _measured(backend: str, config: type, part: str = "tables") -> dict:
     """{GPU model: {(m, k, l): config}} of ``backend``'s entries in kernels/tables.json, stale ones
-    included (``config_for`` skips them); each entry's record kept in _ENTRIES."""
+    included (``config_for`` skips them), each entry's record kept in _ENTRIES; with ``part``
+    "retired", the entries retired from the tables for want of a proof that today's kernel
+    compiles alike (no longer an answer, still a candidate for the tuner: what won once)."""
     out = {}
-    for model, entries in json.loads(_TABLES_JSON).get(backend, {}).items():
+    for model, entries in json.loads(_TABLES_JSON).get(part, {}).get(backend, {}).items():
         for entry in entries:
             shape = tuple(entry["shape"])
             out.setdefault(model, {})[shape] = config.of(entry["config"])
-            _ENTRIES[(backend, model, shape)] = entry
+            if part == "tables":
+                _ENTRIES[(backend, model, shape)] = entry
     return out
 
 
@@ -1713,8 +1722,10 @@ CUDA_FAMILIES = (
     CudaConfig(lpr=16, rpt=2, u=2, warps=1, pipe="ptxas", minb=24),  # H100 7168x2048x4 clean
 )
 
-# Measured per GPU model: kernels/tables.json (see "the measured tables" above).
+# Measured per GPU model: kernels/tables.json (see "the measured tables" above); the retired
+# entries' configs stay tuner candidates.
 CUDA_MEASURED = _measured("cuda", CudaConfig)
+_CUDA_RETIRED = _measured("cuda", CudaConfig, "retired")
 
 
 # The small-shape rule (_cuda_small): `python3 benchmarks/server_sweep.py --grid small` timed 1503
@@ -1809,14 +1820,14 @@ CUDA_LEADERS = {
 
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
-    what won on any GPU model for this shape, the families; six that fit, and on compute
+    what won on any GPU model for this shape (table entries, then retired ones), the families; six that fit, and on compute
     capability 10.x an integer decode too on the top three (which decode wins there is unmeasured),
     the 32-byte loads on those of the six with two chunks per lane, and the public leaders'
     geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
     cands = [cuda_default(m, k, l, cap)]
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:4]]
-    for table in CUDA_MEASURED.values():
+    for table in (*CUDA_MEASURED.values(), *_CUDA_RETIRED.values()):
         if (m, k, l) in table:
             cands.append(table[(m, k, l)]._replace(decode=None).with_decode(cap))
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES]
@@ -1875,10 +1886,11 @@ def _cuda_revision() -> str:
 
 
 def cuda_compile_variants() -> list:
-    """Every (config, full, plain) the cuda backend can launch: the configs of every table and
-    candidate list, and the default family, each with both layouts of the scales."""
+    """Every (config, full, plain) the cuda backend can launch: the configs of every table (its
+    retired entries too) and candidate list, and the default family, each with both layouts of the
+    scales."""
     cfgs = set()
-    for table in CUDA_MEASURED.values():
+    for table in (*CUDA_MEASURED.values(), *_CUDA_RETIRED.values()):
         cfgs.update(table.values())
     for m, k, l in TUNED_SHAPES:
         for cap in ((9, 0), (10, 0)):
@@ -2154,8 +2166,10 @@ _TRITON_EVICT = "evict_first"
 # benchmark shape of the H100 (benchmarks/NOTES.md, "Decode").
 _TRITON_DECODE = "dp4a"
 
-# Measured per GPU model: kernels/tables.json (see "the measured tables" above).
+# Measured per GPU model: kernels/tables.json (see "the measured tables" above; the retired
+# entries' configs are still compiled by the compile checks).
 TRITON_MEASURED = _measured("triton", TritonConfig)
+_TRITON_RETIRED = _measured("triton", TritonConfig, "retired")
 # The tiles that survived the H100 sweeps (benchmarks/NOTES.md, "Triton"), per K.
 _TRITON_EXTRA = {
     16384: (TritonConfig(8, 128, 2), TritonConfig(2, 128, 1), TritonConfig(16, 128, 4)),
@@ -2183,7 +2197,7 @@ def triton_configs(m: int, k: int, l: int) -> list:
     candidates, the configs measured for any GPU model, each with every decode but the probe
     and both scale layouts (what benchmarks/compile_table.py compiles)."""
     cfgs = _triton_candidates(m, k, l)
-    for table in TRITON_MEASURED.values():
+    for table in (*TRITON_MEASURED.values(), *_TRITON_RETIRED.values()):
         if (m, k, l) in table and table[(m, k, l)] not in cfgs:
             cfgs.append(table[(m, k, l)])
     return [cfg._replace(decode=decode, scales=scales) for cfg in cfgs for decode in _TRITON_DECODES[:3]

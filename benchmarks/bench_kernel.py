@@ -293,6 +293,7 @@ def b200_equivalent_sms(full_rows: list) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    __import__("bundle").refuse_if_stale(current().__file__)  # the kit's own submission.py must hold its sources
     argv = sys.argv[1:] if argv is None else list(argv)
     green = None
     if args.sms_child > 0:  # first, before anything touches the GPU
