@@ -212,15 +212,22 @@ DECODES = {
 _TABLES_JSON = r"""
 {
   "about": [
-    "The measured tables of submission.py: per backend and GPU model (torch.cuda.get_device_name), the",
-    "config of each benchmark shape that a sweep measured fastest: the time under the server's protocol",
-    "(server_us), the clean device time (clean_us) breaking ties within 1%. kernel: the kernel revision it was",
-    "measured with (submission.kernel_revision()); an entry counts only where that is the current revision or",
-    "one that kernels/same_sass.json proves to compile alike. kit: the kit's git revision; sweep: what measured it.",
-    "benchmarks/apply_table.py writes the entries; python3 eval.py bundle copies this file into submission.py."
+    "The measured tables of submission.py (python3 eval.py bundle copies this file into it).",
+    "tables: per backend and GPU model (torch.cuda.get_device_name), the config of each benchmark shape that a",
+    "sweep measured fastest: the lowest time under the server's protocol (server_us), the clean device time",
+    "(clean_us) breaking ties within 1% (null: not measured that way). kernel: the kernel revision the entry was",
+    "measured with (submission.kernel_revision()); an entry counts only where that is the current revision or one",
+    "that kernels/same_sass.json proves to compile alike (tests/test_submission.py fails on any other). kit: the",
+    "kit's git revision; sweep: what measured it. benchmarks/apply_table.py writes the entries.",
+    "retired: entries taken out of the tables for want of such a proof; no longer answers, their configs are",
+    "still tuner candidates and compiled by the compile checks. A new entry for the same shape replaces one."
+  ],
+  "notes": [
+    "Retired when the kernel revision became a hash of what the compilers see: the cuda entries (the kernels of",
+    "kits c3c10fd, 6fadabf and f60a1c9) and the H100 triton 7168x2048x4 entry (the kernel of kit 0cdea24) compile",
+    "to other SASS than this kernel (benchmarks/sass_dump.py on both files); they wait for a sweep on those GPUs."
   ],
   "tables": {
-    "cuda": {},
     "triton": {
       "NVIDIA H100 80GB HBM3": [
         {
@@ -242,23 +249,13 @@ _TABLES_JSON = r"""
           "server_us": 55.15,
           "clean_us": 50.9,
           "sweep": "bench_kernel.py --sweep"
-        },
-        {
-          "shape": [7168, 2048, 4],
-          "config": "block_m=16,block_g=64,warps=2",
-          "kernel": null,
-          "kit": "0cdea24",
-          "date": "2026-11-22",
-          "server_us": null,
-          "clean_us": 16.54,
-          "sweep": "bench_kernel.py --sweep"
         }
       ],
       "NVIDIA H200": [
         {
           "shape": [7168, 16384, 1],
           "config": "block_m=8,block_g=128,warps=2",
-          "kernel": null,
+          "kernel": "38d545c52b66",
           "kit": "f60a1c9",
           "date": "2026-11-25",
           "server_us": null,
@@ -268,7 +265,7 @@ _TABLES_JSON = r"""
         {
           "shape": [4096, 7168, 8],
           "config": "block_m=16,block_g=32,warps=1",
-          "kernel": null,
+          "kernel": "38d545c52b66",
           "kit": "f60a1c9",
           "date": "2026-11-25",
           "server_us": null,
@@ -278,7 +275,7 @@ _TABLES_JSON = r"""
         {
           "shape": [7168, 2048, 4],
           "config": "block_m=16,block_g=64,warps=2",
-          "kernel": null,
+          "kernel": "38d545c52b66",
           "kit": "f60a1c9",
           "date": "2026-11-25",
           "server_us": null,
@@ -289,7 +286,6 @@ _TABLES_JSON = r"""
     }
   },
   "retired": {
-    "about": [],
     "cuda": {
       "NVIDIA H100 80GB HBM3": [
         {
@@ -315,7 +311,7 @@ _TABLES_JSON = r"""
         {
           "shape": [7168, 2048, 4],
           "config": "lpr=8,rpt=1,u=4,warps=2,decode=dp4a-sr2,v=1,pipe=ptxas,minb=16,bsh=True",
-          "kernel": null,
+          "kernel": "3c2611b17aeb",
           "kit": "6fadabf",
           "date": "2026-11-25",
           "server_us": 17.65,
@@ -327,7 +323,7 @@ _TABLES_JSON = r"""
         {
           "shape": [7168, 16384, 1],
           "config": "lpr=32,rpt=4,u=4,warps=8,decode=dp4a-sr,pipe=ptxas,minb=1",
-          "kernel": null,
+          "kernel": "38d545c52b66",
           "kit": "f60a1c9",
           "date": "2026-11-25",
           "server_us": 24.35,
@@ -337,7 +333,7 @@ _TABLES_JSON = r"""
         {
           "shape": [4096, 7168, 8],
           "config": "lpr=32,rpt=8,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
-          "kernel": null,
+          "kernel": "38d545c52b66",
           "kit": "f60a1c9",
           "date": "2026-11-25",
           "server_us": 41.87,
@@ -347,7 +343,7 @@ _TABLES_JSON = r"""
         {
           "shape": [7168, 2048, 4],
           "config": "lpr=32,rpt=4,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
-          "kernel": null,
+          "kernel": "38d545c52b66",
           "kit": "f60a1c9",
           "date": "2026-11-25",
           "server_us": 15.15,
@@ -356,7 +352,20 @@ _TABLES_JSON = r"""
         }
       ]
     },
-    "triton": {}
+    "triton": {
+      "NVIDIA H100 80GB HBM3": [
+        {
+          "shape": [7168, 2048, 4],
+          "config": "block_m=16,block_g=64,warps=2",
+          "kernel": null,
+          "kit": "0cdea24",
+          "date": "2026-11-22",
+          "server_us": 17.82,
+          "clean_us": 16.54,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ]
+    }
   }
 }
 """[1:]
@@ -365,8 +374,94 @@ _TABLES_JSON = r"""
 # >>> bundle kernels/same_sass.json (written by `python3 eval.py bundle` from that file: edit it there)
 _SAME_SASS_JSON = r"""
 {
-  "about": "Proofs that two kernel revisions compile to the same code for a backend.",
-  "proofs": []
+  "about": [
+    "Proofs that two kernel revisions compile to the same code for a backend: benchmarks/sass_dump.py (or the",
+    "same compiles) on the files of both, every variant compared for sm_90a and sm_100a (cuda) or cc 90 and cc",
+    "100 (triton), the instructions identical (kernel names aside). A table entry measured with either revision",
+    "counts for the other (submission.same_sass follows chains of them). old_kit, new_kit: the files compared."
+  ],
+  "proofs": [
+    {
+      "backend": "triton",
+      "old": "3c2611b17aeb",
+      "new": "1f1f601d0d8b",
+      "old_kit": "7228653",
+      "new_kit": "3c388d5 + kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "the Triton kernel and every function it calls: the same code but for DECODE's spelling (a number",
+        "then, a name now); the launches of the H100 entries' configs, (16, 128, 4, 1) and (8, 64, 1, 1),",
+        "each decode (dp4a, f16x2, tl), both scale layouts and EVEN_G as the shapes give it: 12 variants,",
+        "24 SASS files, no difference"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "38d545c52b66",
+      "new": "1f1f601d0d8b",
+      "old_kit": "f60a1c9",
+      "new_kit": "3c388d5 + kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "the Triton kernel and every function it calls: the same code but for DECODE's spelling; the",
+        "launches of the H200 entries' configs, (8, 128, 2, 1), (16, 32, 1, 1) and (16, 64, 2, 1), each",
+        "decode, both scale layouts and EVEN_G as the shapes give it: PENDING"
+      ]
+    },
+    {
+      "backend": "cuda",
+      "old": "b0872285e05d",
+      "new": "1f1f601d0d8b",
+      "old_kit": "3c388d5",
+      "new_kit": "3c388d5 + kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "PENDING"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "b0872285e05d",
+      "new": "1f1f601d0d8b",
+      "old_kit": "3c388d5",
+      "new_kit": "3c388d5 + kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "PENDING"
+      ]
+    },
+    {
+      "backend": "cuda",
+      "old": "7753f77595f0",
+      "new": "c94ac60702f4",
+      "old_kit": "2bc31c0",
+      "new_kit": "8f76e6d",
+      "date": "2026-11-25",
+      "tools": "NVRTC 13.0, Triton 3.9.0",
+      "compared": [
+        "every cuda config of the tables, the tuner's candidate lists for cc 9.0 and 10.0 and the default",
+        "family: 104 variants with both step and scale layouts, each for sm_90a and sm_100a (208 files);",
+        "no difference (benchmarks/RESULTS.md, \"Kernel revisions\")"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "7753f77595f0",
+      "new": "c94ac60702f4",
+      "old_kit": "2bc31c0",
+      "new_kit": "8f76e6d",
+      "date": "2026-11-25",
+      "tools": "NVRTC 13.0, Triton 3.9.0",
+      "compared": [
+        "every Triton launch variant: 84, each for cc 90 and cc 100 (168 files); no difference",
+        "(benchmarks/RESULTS.md, \"Kernel revisions\")"
+      ]
+    }
+  ]
 }
 """[1:]
 # <<< bundle
@@ -1820,10 +1915,10 @@ CUDA_LEADERS = {
 
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
-    what won on any GPU model for this shape (table entries, then retired ones), the families; six that fit, and on compute
-    capability 10.x an integer decode too on the top three (which decode wins there is unmeasured),
-    the 32-byte loads on those of the six with two chunks per lane, and the public leaders'
-    geometry for this K (CUDA_LEADERS)."""
+    what won on any GPU model for this shape (table entries, then retired ones), the families;
+    six that fit, and on compute capability 10.x an integer decode too on the top three (which
+    decode wins there is unmeasured), the 32-byte loads on those of the six with two chunks per
+    lane, and the public leaders' geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
     cands = [cuda_default(m, k, l, cap)]
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:4]]

@@ -24,7 +24,8 @@ before configs had names) are read through the config type's ``of``.
 
 The sweep must come from the same kernels: ``kernel_revision()`` (submission.py's own function:
 a hash of what the compilers see) is what bench_kernel.py records in ``info.kernel_revision``,
-and a sweep of another revision is refused (``--force`` applies it anyway, with a warning) unless
+and a sweep of another revision is refused (``--force`` applies it anyway, with a warning, its entries
+naming the current revision and the sweep's as ``forced_from``) unless
 kernels/same_sass.json proves, for every backend it writes, that the recorded revision compiles
 to the same SASS as the current one (``submission.same_sass``). Before anything is written, the
 new submission.py (the tables copied in) is checked: the server's upload rules
@@ -190,7 +191,8 @@ def check_revision(results: dict, mod, backends, force: bool) -> str | None:
                f"{', '.join(sorted(backends)) or 'it'})")
     if not force:
         raise Refused(message + " (--force applies them anyway)")
-    return "warning: " + message + "; applied anyway (--force)"
+    return ("warning: " + message + f"; applied anyway (--force): the entries name {current}, the sweep's revision "
+            "kept as their forced_from")
 
 
 def picks(results: dict, mod) -> dict:
@@ -254,19 +256,24 @@ def dump_tables(tables: dict) -> str:
                   text) + "\n"
 
 
-def entry_record(key: tuple, cfg, pick: dict, info: dict) -> dict:
+def entry_record(key: tuple, cfg, pick: dict, info: dict, forced: str | None = None) -> dict:
     """A written entry: the shape, the config, the kernel revision the sweep recorded, the kit
-    revision, the date, both times of the winner."""
+    revision, the date, both times of the winner. ``forced`` (--force): the current revision,
+    which the entry then names, the sweep's kept as ``forced_from``."""
     best = pick["ranked"][0]
-    return {"shape": list(key[1:]), "config": config_text(cfg), "kernel": info.get("kernel_revision"),
-            "kit": info.get("kit_revision") or "unknown", "date": info.get("date", "?"),
-            "server_us": round(best["server_us"], 2), "clean_us": round(best["us"], 2),
-            "sweep": "bench_kernel.py --sweep"}
+    entry = {"shape": list(key[1:]), "config": config_text(cfg), "kernel": forced or info.get("kernel_revision"),
+             "kit": info.get("kit_revision") or "unknown", "date": info.get("date", "?"),
+             "server_us": round(best["server_us"], 2), "clean_us": round(best["us"], 2),
+             "sweep": "bench_kernel.py --sweep"}
+    if forced:
+        entry["forced_from"] = info.get("kernel_revision") or "no kernel revision"
+    return entry
 
 
-def plan(tables: dict, mod, results: dict) -> tuple:
+def plan(tables: dict, mod, results: dict, forced: str | None = None) -> tuple:
     """(new tables, report lines, {key: config} written) of applying ``results`` to the tables
-    (kernels/tables.json's content) of the submission module ``mod``."""
+    (kernels/tables.json's content) of the submission module ``mod``; ``forced``: see
+    ``entry_record``."""
     info = results["info"]
     model = info["device"]
     new = copy.deepcopy(tables)
@@ -286,12 +293,12 @@ def plan(tables: dict, mod, results: dict) -> tuple:
         entries = new.setdefault("tables", {}).setdefault(backend, {}).setdefault(model, [])
         at = next((i for i, e in enumerate(entries) if e["shape"] == shape), None)
         former = None if at is None else type(cfg).of(entries[at]["config"])
-        if former == cfg and entries[at].get("kernel") == info.get("kernel_revision"):
+        if former == cfg and entries[at].get("kernel") == (forced or info.get("kernel_revision")):
             report.append(f"{label}: unchanged {cfg_text(cfg)}, the best of {len(pick['ranked'])} "
                           f"({times_text(pick['ranked'][0])} us)")
             continue
         others = {b: r for (b, *s), r in best_of.items() if s == shape and b != backend}
-        record = entry_record(key, cfg, pick, info)
+        record = entry_record(key, cfg, pick, info, forced)
         written[key] = cfg
         said = record_text(pick, others, former)
         if at is None:
@@ -387,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         mod = submission_module(old)
         swept = {key[0] for key in picks(results, mod)}
         warning = check_revision(results, mod, swept, args.force)
-        new_tables, report, written = plan(tables, mod, results)
+        new_tables, report, written = plan(tables, mod, results, mod.kernel_revision() if warning else None)
         new_tables_text = dump_tables(new_tables)
     except (Refused, OSError, ValueError, TypeError, SyntaxError, bundle.BundleError) as exc:
         print(f"error: {exc}", file=sys.stderr)
