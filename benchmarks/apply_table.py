@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="apply a sweep of another kernel revision (or one that records none), with a warning")
     ap.add_argument("--submission", metavar="PATH", default=str(SUBMISSION),
                     help="the submission file whose tables are written: the tables are kernels/tables.json beside "
-                         "it, copied into it by its bundle blocks (default: this kit's submission.py)")
+                         "it, copied into it by its bundle blocks (default: this kit's submission.py; a file with no "
+                         "kernels/ beside it is read against the kit's, with --dry-run only)")
     return ap
 
 
@@ -382,8 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     path = Path(args.submission)
     root = path.resolve().parent
+    if not (root / TABLES).is_file():  # a copy of the kit's file alone: its sources are the kit's (read only)
+        root = ROOT
     tables_path = root / TABLES
     try:
+        if root != path.resolve().parent and not args.dry_run:
+            raise Refused(f"no {TABLES} beside {path} to write (copy the kit's kernels/ folder beside it; "
+                          "--dry-run reads the kit's)")
         old = path.read_text()
         stale = bundle.first_difference(old, root, path.name)
         if stale:

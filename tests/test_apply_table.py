@@ -474,3 +474,16 @@ def test_the_record_names_the_load_policy_of_each_ceiling_where_the_sweep_has_it
             "server_ceiling_policy": "cs", "ceiling_policy": "plain"}
     text = apply_table.record_text({"ranked": [best], "records": [best]}, {}, None)
     assert text.startswith("server 11.00 us, clean 10.00 (ceilings 9.90 cs / 8.80 plain), the best of 1 configs")
+
+
+def test_a_submission_alone_is_read_against_the_kits_sources_and_not_written(tmp_path, capsys):
+    """A copy of submission.py with no kernels/ beside it: --dry-run reads the kit's sources; a
+    run that would write is refused in one line (there is no tables file of its own to write)."""
+    alone = tmp_path / "submission.py"
+    alone.write_text((ROOT / "submission.py").read_text())
+    assert apply(tmp_path, fixture("b200"), alone, "--dry-run") == 0
+    assert "+++ b/kernels/tables.json" in capsys.readouterr().out
+    assert apply(tmp_path, fixture("b200"), alone) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no kernels/tables.json beside" in err
+    assert alone.read_text() == (ROOT / "submission.py").read_text()
