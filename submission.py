@@ -386,7 +386,7 @@ _SAME_SASS_JSON = r"""
       "old": "3c2611b17aeb",
       "new": "1f1f601d0d8b",
       "old_kit": "7228653",
-      "new_kit": "3c388d5 + kernels/",
+      "new_kit": "the first kit with kernels/",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
@@ -401,7 +401,7 @@ _SAME_SASS_JSON = r"""
       "old": "38d545c52b66",
       "new": "1f1f601d0d8b",
       "old_kit": "f60a1c9",
-      "new_kit": "3c388d5 + kernels/",
+      "new_kit": "the first kit with kernels/",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
@@ -416,11 +416,14 @@ _SAME_SASS_JSON = r"""
       "old": "b0872285e05d",
       "new": "1f1f601d0d8b",
       "old_kit": "3c388d5",
-      "new_kit": "3c388d5 + kernels/",
+      "new_kit": "the first kit with kernels/",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
-        "PENDING"
+        "python3 benchmarks/sass_dump.py on both files: every cuda variant of the tables, the tuner's",
+        "candidate lists for cc 9.0 and 10.0, the default family and the official test shapes (52",
+        "configs, each with whole and partial steps and both scale layouts: 208 variants), each for",
+        "sm_90a and sm_100a: 416 files, no difference (the kernel names written as KERNEL)"
       ]
     },
     {
@@ -428,11 +431,12 @@ _SAME_SASS_JSON = r"""
       "old": "b0872285e05d",
       "new": "1f1f601d0d8b",
       "old_kit": "3c388d5",
-      "new_kit": "3c388d5 + kernels/",
+      "new_kit": "the first kit with kernels/",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
-        "PENDING"
+        "python3 benchmarks/sass_dump.py on both files: every Triton launch variant (84), each for cc 90",
+        "and cc 100: 168 files, no difference"
       ]
     },
     {
