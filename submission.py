@@ -26,13 +26,13 @@ tolerance); a wrong one is dropped with one line on stderr (``NVFP4_GEMV_VERIFY`
 forced backend too and raises, =0 never checks).
 
 Configurations (tile shapes) are named tuples, one type per backend (``CudaConfig``,
-``TritonConfig``); each backend's block holds a table of the configs measured per GPU model. On a
-GPU model its table does not know, the first call with a large shape times a short list of
-candidates on the real inputs and keeps the fastest. Each table entry names the kernel revision it was
-measured with (``kernel_revision()``: a hash of what the compilers see); an entry of another
-revision that no SASS proof makes equal (``same_sass``) is ignored with one warning per process,
-and its shape is treated as untabled. ``NVFP4_GEMV_CONFIG`` pins one per backend,
-by field names or by position: ``cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2;triton=16,64,2,1``.
+``TritonConfig``); each backend has a table of the configs measured per GPU model
+(kernels/tables.json). On a GPU model its table does not know, the first call with a large shape
+times a short list of candidates on the real inputs and keeps the fastest. Each table entry names
+the kernel revision it was measured with (``kernel_revision()``: a hash of what the compilers
+see); an entry of another revision that no SASS proof makes equal (``same_sass``) is ignored with
+one warning per process, and its shape is treated as untabled. ``NVFP4_GEMV_CONFIG`` pins one per
+backend, by field names or by position: ``cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2;triton=16,64,2,1``.
 ``NVFP4_GEMV_TUNE`` = auto | force (time the candidates even where the table knows the GPU) |
 off. Each configuration is deterministic: repeated calls give bit-identical results. Decodes
 (how a group of 16 e2m1 values meets b's) have one set of names across backends: ``tl``,
@@ -139,7 +139,7 @@ def custom_kernel(data: input_t) -> output_t:
 # their layout is compared: about half the attribute reads of comparing all seven, which is
 # most of this path's host time), or 0 for a backend without a direct launch (the layout of
 # all seven compared, the backend called); ``align`` the OR of the compared pointers mod 32 (the
-# cuda kernel's 32-byte loads, load 6, are built for a 32-byte aligned a and fall back otherwise);
+# cuda kernel's 32-byte loads, no_allocate_l2_evict_first_256, need a 32-byte aligned a and fall back otherwise);
 # ``by_pointers``: the launch takes the five data pointers instead of the tensors.
 _FAST = {}
 
