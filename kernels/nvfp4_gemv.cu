@@ -660,7 +660,7 @@ __device__ __forceinline__ void gemv_body(
 
 #ifdef NVFP4_GEMV_EXAMPLE
 // One configuration, for a compiler or an editor that reads this file alone (submission.py never
-// defines the macro): the H100 table's tile, CudaConfig(lpr=8, rpt=2, u=4, warps=1,
+// defines the macro): a bsh tile with K in 8 parts, CudaConfig(lpr=8, rpt=2, u=4, warps=1,
 // decode="dp4a-sr2", v=1, pipe="ptxas", minb=2, bsh=True, ks=8), whole steps, plain scales.
 extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_example(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,

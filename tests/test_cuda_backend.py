@@ -410,7 +410,7 @@ def test_the_kernels_enums_are_the_config_types_names():
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
 def test_the_kernel_file_compiles_alone(arch):
     """kernels/nvfp4_gemv.cu is C++ a compiler takes as it is: with NVFP4_GEMV_EXAMPLE it
-    instantiates one configuration (the H100 table's tile), which NVRTC builds for Hopper and
+    instantiates one configuration (a bsh tile with K in 8 parts), which NVRTC builds for Hopper and
     Blackwell."""
     _nvrtc_or_skip()
     from conftest import ROOT
