@@ -5,7 +5,8 @@
 // embedded text, written by `python3 eval.py bundle`: edit this file, then bundle.
 //
 // To compile it alone: nvcc -arch=sm_90a -std=c++17 -DNVFP4_GEMV_EXAMPLE -c nvfp4_gemv.cu
-// (the example kernel at the end instantiates one configuration).
+// (the example kernel at the end instantiates one configuration; for sm_100a add
+// -DHAS_E2M1_CVT=1 -DHAS_LD256=1, as submission.py's build does).
 //
 // A warp owns 32/LPR * RPT rows: LPR lanes share a row (lane t reads the row's 16-byte
 // chunks t, t + LPR, ...), and each lane holds RPT rows. One step of the K loop puts
