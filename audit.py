@@ -387,6 +387,8 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return harness.EXIT_USAGE
+    import bundle  # stdlib only
+    bundle.refuse_if_stale(path)  # the kit's own submission.py must hold its sources
     import torch
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     print(f"auditing {path} on {where}", file=sys.stderr, flush=True)

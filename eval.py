@@ -255,6 +255,7 @@ def human_main(argv: list[str]) -> int:
                "python eval.py ab BASE NEW [NEW ...]. "
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
                "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
+               "The kit's sources (kernels/) copied into submission.py: python eval.py bundle [--check]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
@@ -323,6 +324,10 @@ def _human(args) -> int:
         for problem in problems:
             print(f"error: {submission}: {problem}", file=sys.stderr)
         return EXIT_FAIL
+    if (Path(__file__).parent / "bundle.py").is_file():  # in the kit: its own submission.py must hold its sources
+        import bundle  # stdlib only
+
+        bundle.refuse_if_stale(submission)
     for warning in header_warnings(submission):
         print(f"warning: {submission}: {warning}", file=sys.stderr)
     try:
@@ -421,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "compile":  # the CuTe DSL compile check lives in cute_check.py, beside this file
         from cute_check import main as compile_main
         return compile_main(argv[1:])
+    if argv and argv[0] == "bundle":  # the kit's sources copied into submission.py: bundle.py, beside this file
+        from bundle import main as bundle_main
+        return bundle_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
     if argv and argv[0] in MODES:

@@ -157,8 +157,8 @@ JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with th
 TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite runs with (pyproject's dev extra)
 JOB_DIR = "/root/kit"
 JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cute_check.py", "modal_app.py", "pyproject.toml",
-             "README.md")
-JOB_DIRS = ("tests", "benchmarks", "examples", "docs")
+             "README.md", "bundle.py")
+JOB_DIRS = ("tests", "benchmarks", "examples", "docs", "kernels")
 JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
 # Not run in the container: the local side's tests (they run `modal` as a user does, without
 # Modal credentials, which a container holds).

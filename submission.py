@@ -26,10 +26,13 @@ tolerance); a wrong one is dropped with one line on stderr (``NVFP4_GEMV_VERIFY`
 forced backend too and raises, =0 never checks).
 
 Configurations (tile shapes) are named tuples, one type per backend (``CudaConfig``,
-``TritonConfig``); each backend's block holds a table of the configs measured per GPU model. On a
-GPU model its table does not know, the first call with a large shape times a short list of
-candidates on the real inputs and keeps the fastest. ``NVFP4_GEMV_CONFIG`` pins one per backend,
-by field names or by position: ``cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2;triton=16,64,2,1``.
+``TritonConfig``); each backend has a table of the configs measured per GPU model
+(kernels/tables.json). On a GPU model its table does not know, the first call with a large shape
+times a short list of candidates on the real inputs and keeps the fastest. Each table entry names
+the kernel revision it was measured with (``kernel_revision()``: a hash of what the compilers
+see); an entry of another revision that no SASS proof makes equal (``same_sass``) is ignored with
+one warning per process, and its shape is treated as untabled. ``NVFP4_GEMV_CONFIG`` pins one per
+backend, by field names or by position: ``cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2;triton=16,64,2,1``.
 ``NVFP4_GEMV_TUNE`` = auto | force (time the candidates even where the table knows the GPU) |
 off. Each configuration is deterministic: repeated calls give bit-identical results. Decodes
 (how a group of 16 e2m1 values meets b's) have one set of names across backends: ``tl``,
@@ -47,24 +50,36 @@ permuted ones; ``triton`` the permuted ones (the plain ones with ``scales="plain
 and device of both, no call compares their values.
 
 The file reads top to bottom: the entry point and its per-call fast path; the backend record
-(``Backend``) and the registry; one block per backend (cuda, triton, scaled_mm, torch), each
-ending in its ``register(...)`` line; then the machinery shared by all of them (validation,
-config choice, first-use verification, tuner, race), which names no backend.
+(``Backend``) and the registry; the measured tables; one block per backend (cuda, triton,
+scaled_mm, torch), each ending in its ``register(...)`` line; then the machinery shared by all of
+them (validation, config choice, the kernel revision, first-use verification, tuner, race), which
+names no backend. Three blocks are copies of the kit's source files, marked ``# >>> bundle PATH``
+... ``# <<< bundle``: the CUDA kernel (kernels/nvfp4_gemv.cu), the measured tables
+(kernels/tables.json) and the SASS proofs (kernels/same_sass.json). ``python3 eval.py bundle``
+writes them from those files and ``python3 eval.py bundle --check`` says where they differ: edit
+the files, not the copies. The file stays the one that is uploaded: it imports nothing of the kit.
 
 Public surface (what the kit's tools use; everything else may change without notice):
 ``custom_kernel``, ``select_backend``, ``backend_support``, ``run_backend``, ``check_inputs``,
-``config_for``, ``BACKENDS``, ``Backend``, ``register``, ``TUNED_SHAPES``, ``DECODES``; cuda:
-``CudaConfig``, ``CUDA_MEASURED``, ``CUDA_FAMILIES``, ``CUDA_LEADERS``, ``CudaBuildError``,
-``cuda_arch``, ``cuda_grid``, ``cuda_kernel``, ``cuda_compile``, ``cuda_compile_variants``, ``cuda_default_decode``,
-``cuda_probe``, ``cuda_driver``, ``find_nvrtc``, ``nvrtc_version``, ``nvrtc_candidates``;
-triton: ``TritonConfig``, ``TRITON_MEASURED``, ``triton_configs``, ``triton_launch``.
+``config_for``, ``BACKENDS``, ``Backend``, ``register``, ``TUNED_SHAPES``, ``DECODES``; the tables
+and the kernel revision: ``table_entries``, ``kernel_revision``, ``same_sass``, ``stale_entries``;
+cuda: ``CudaConfig``, ``CUDA_LOADS``, ``CUDA_PIPES``, ``CUDA_MEASURED``, ``CUDA_FAMILIES``,
+``CUDA_LEADERS``, ``CudaBuildError``, ``cuda_arch``, ``cuda_grid``, ``cuda_kernel``, ``cuda_compile``,
+``cuda_compile_variants``, ``cuda_default``, ``cuda_default_decode``, ``cuda_probe``, ``cuda_driver``,
+``cuda_load``, ``cuda_launch``, ``cuda_empty_kernel``, ``find_nvrtc``, ``nvrtc_version``,
+``nvrtc_candidates``; triton: ``TritonConfig``, ``TRITON_MEASURED``, ``triton_configs``, ``triton_launch``.
 """
 
+import ast
 import contextlib
 import ctypes
 import glob
+import hashlib
+import json
 import os
+import re
 import sys
+import tempfile
 from typing import Callable, NamedTuple
 
 import torch
@@ -124,7 +139,7 @@ def custom_kernel(data: input_t) -> output_t:
 # their layout is compared: about half the attribute reads of comparing all seven, which is
 # most of this path's host time), or 0 for a backend without a direct launch (the layout of
 # all seven compared, the backend called); ``align`` the OR of the compared pointers mod 32 (the
-# cuda kernel's 32-byte loads, load 6, are built for a 32-byte aligned a and fall back otherwise);
+# cuda kernel's 32-byte loads, no_allocate_l2_evict_first_256, need a 32-byte aligned a and fall back otherwise);
 # ``by_pointers``: the launch takes the five data pointers instead of the tensors.
 _FAST = {}
 
@@ -143,7 +158,8 @@ class Backend(NamedTuple):
     ``candidates(m, k, l, capability)`` (the default first) and ``measured`` ({GPU model: {(m, k,
     l): config}}); ``fast(data, m, k, l)`` gives its direct launch for the fast path, (scales
     position, launch, by_pointers), or None; ``ab_align``: the bytes of alignment it needs of a's
-    and b's pointers and row and batch strides (0: none)."""
+    and b's pointers and row and batch strides (0: none); ``revision()``: the text of what its
+    compiler sees, independent of comments and layout (``kernel_revision`` hashes it)."""
     name: str
     supported: Callable  # (device) -> (ok, reason)
     run: Callable
@@ -155,6 +171,7 @@ class Backend(NamedTuple):
     ab_align: int = 0
     exact: bool = False  # its output is the exact answer: the reference of first-use verification,
     #                      auto's choice off the GPU and its fallback (never verified itself)
+    revision: Callable | None = None  # () -> the text of what its compiler sees (kernel_revision hashes it)
 
 
 BACKENDS = {}  # name -> Backend, in the order auto races them
@@ -180,6 +197,347 @@ DECODES = {
 }
 
 
+# =========================================================================== the measured tables
+#
+# Per backend and GPU model (torch.cuda.get_device_name), the config of each benchmark shape that
+# a sweep measured fastest (benchmarks/bench_kernel.py --sweep: the time under the server's
+# protocol, the clean device time breaking ties within 1%; benchmarks/apply_table.py writes the
+# entries). Each entry names the kernel revision it was measured with (``kernel``; see
+# ``kernel_revision``) and its record: the date, the kit's git revision, both times. It counts
+# where that revision is this kernel's, or one that the proofs (benchmarks/sass_dump.py: the same
+# SASS for every config both revisions compile) make equal to it; otherwise it is stale: ignored,
+# with one warning per process, and its shape treated as untabled (``config_for``).
+
+# >>> bundle kernels/tables.json (written by `python3 eval.py bundle` from that file: edit it there)
+_TABLES_JSON = r"""
+{
+  "about": [
+    "The measured tables of submission.py (python3 eval.py bundle copies this file into it).",
+    "tables: per backend and GPU model (torch.cuda.get_device_name), the config of each benchmark shape that a",
+    "sweep measured fastest: the lowest time under the server's protocol (server_us), the clean device time",
+    "(clean_us) breaking ties within 1% (null: not measured that way). kernel: the kernel revision the entry was",
+    "measured with (submission.kernel_revision()); an entry counts only where that is the current revision or one",
+    "that kernels/same_sass.json proves to compile alike (tests/test_submission.py fails on any other). kit: the",
+    "kit's git revision; sweep: what measured it. benchmarks/apply_table.py writes the entries.",
+    "retired: entries taken out of the tables for want of such a proof; no longer answers, their configs are",
+    "still tuner candidates and compiled by the compile checks. A new entry for the same shape replaces one."
+  ],
+  "notes": [
+    "Retired when the kernel revision became a hash of what the compilers see: the cuda entries (the kernels of",
+    "kits c3c10fd, 6fadabf and f60a1c9) and the H100 triton 7168x2048x4 entry (the kernel of kit 0cdea24) compile",
+    "to other SASS than this kernel (benchmarks/sass_dump.py on both files); they wait for a sweep on those GPUs."
+  ],
+  "tables": {
+    "triton": {
+      "NVIDIA H100 80GB HBM3": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "block_m=16,block_g=128,warps=4",
+          "kernel": "3c2611b17aeb",
+          "kit": "7228653",
+          "date": "2026-11-25",
+          "server_us": 32.7,
+          "clean_us": 30.27,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "block_m=8,block_g=64,warps=1",
+          "kernel": "3c2611b17aeb",
+          "kit": "7228653",
+          "date": "2026-11-25",
+          "server_us": 55.15,
+          "clean_us": 50.9,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ],
+      "NVIDIA H200": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "block_m=8,block_g=128,warps=2",
+          "kernel": "38d545c52b66",
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": null,
+          "clean_us": 26.9,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "block_m=16,block_g=32,warps=1",
+          "kernel": "38d545c52b66",
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": null,
+          "clean_us": 40.4,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "block_m=16,block_g=64,warps=2",
+          "kernel": "38d545c52b66",
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": null,
+          "clean_us": 15.1,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ]
+    }
+  },
+  "retired": {
+    "cuda": {
+      "NVIDIA H100 80GB HBM3": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
+          "kernel": "dd5bdb48218a",
+          "kit": "c3c10fd",
+          "date": "2026-11-25",
+          "server_us": 30.53,
+          "clean_us": 27.38,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
+          "kernel": "dd5bdb48218a",
+          "kit": "c3c10fd",
+          "date": "2026-11-25",
+          "server_us": 51.22,
+          "clean_us": 48.77,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "lpr=8,rpt=1,u=4,warps=2,decode=dp4a-sr2,v=1,pipe=ptxas,minb=16,bsh=True",
+          "kernel": "3c2611b17aeb",
+          "kit": "6fadabf",
+          "date": "2026-11-25",
+          "server_us": 17.65,
+          "clean_us": 16.03,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ],
+      "NVIDIA H200": [
+        {
+          "shape": [7168, 16384, 1],
+          "config": "lpr=32,rpt=4,u=4,warps=8,decode=dp4a-sr,pipe=ptxas,minb=1",
+          "kernel": "38d545c52b66",
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": 24.35,
+          "clean_us": 23.1,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [4096, 7168, 8],
+          "config": "lpr=32,rpt=8,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
+          "kernel": "38d545c52b66",
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": 41.87,
+          "clean_us": 38.08,
+          "sweep": "bench_kernel.py --sweep"
+        },
+        {
+          "shape": [7168, 2048, 4],
+          "config": "lpr=32,rpt=4,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
+          "kernel": "38d545c52b66",
+          "kit": "f60a1c9",
+          "date": "2026-11-25",
+          "server_us": 15.15,
+          "clean_us": 14.64,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ]
+    },
+    "triton": {
+      "NVIDIA H100 80GB HBM3": [
+        {
+          "shape": [7168, 2048, 4],
+          "config": "block_m=16,block_g=64,warps=2",
+          "kernel": null,
+          "kit": "0cdea24",
+          "date": "2026-11-22",
+          "server_us": 17.82,
+          "clean_us": 16.54,
+          "sweep": "bench_kernel.py --sweep"
+        }
+      ]
+    }
+  }
+}
+"""[1:]
+# <<< bundle
+
+# >>> bundle kernels/same_sass.json (written by `python3 eval.py bundle` from that file: edit it there)
+_SAME_SASS_JSON = r"""
+{
+  "about": [
+    "Proofs that two kernel revisions compile to the same code for a backend: benchmarks/sass_dump.py (or the",
+    "same compiles) on the files of both, every variant compared for sm_90a and sm_100a (cuda) or cc 90 and cc",
+    "100 (triton), the instructions identical (kernel names aside). A table entry measured with either revision",
+    "counts for the other (submission.same_sass follows chains of them). old_kit, new_kit: the files compared."
+  ],
+  "proofs": [
+    {
+      "backend": "triton",
+      "old": "3c2611b17aeb",
+      "new": "1f1f601d0d8b",
+      "old_kit": "7228653",
+      "new_kit": "the first kit with kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "the Triton kernel and every function it calls: the same code but for DECODE's spelling (a number",
+        "then, a name now); the launches of the H100 entries' configs, (16, 128, 4, 1) and (8, 64, 1, 1),",
+        "each decode (dp4a, f16x2, tl), both scale layouts and EVEN_G as the shapes give it: 12 variants,",
+        "24 SASS files, no difference"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "38d545c52b66",
+      "new": "1f1f601d0d8b",
+      "old_kit": "f60a1c9",
+      "new_kit": "the first kit with kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "the Triton kernel and every function it calls: the same code but for DECODE's spelling; the",
+        "launches of the H200 entries' configs, (8, 128, 2, 1), (16, 32, 1, 1) and (16, 64, 2, 1), each",
+        "decode, both scale layouts and EVEN_G as the shapes give it: 24 variants, 48 SASS files, no",
+        "difference"
+      ]
+    },
+    {
+      "backend": "cuda",
+      "old": "b0872285e05d",
+      "new": "1f1f601d0d8b",
+      "old_kit": "3c388d5",
+      "new_kit": "the first kit with kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "python3 benchmarks/sass_dump.py on both files: every cuda variant of the tables, the tuner's",
+        "candidate lists for cc 9.0 and 10.0, the default family and the official test shapes (52",
+        "configs, each with whole and partial steps and both scale layouts: 208 variants), each for",
+        "sm_90a and sm_100a: 416 files, no difference (the kernel names written as KERNEL)"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "b0872285e05d",
+      "new": "1f1f601d0d8b",
+      "old_kit": "3c388d5",
+      "new_kit": "the first kit with kernels/",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "python3 benchmarks/sass_dump.py on both files: every Triton launch variant (84), each for cc 90",
+        "and cc 100: 168 files, no difference"
+      ]
+    },
+    {
+      "backend": "cuda",
+      "old": "7753f77595f0",
+      "new": "c94ac60702f4",
+      "old_kit": "2bc31c0",
+      "new_kit": "8f76e6d",
+      "date": "2026-11-25",
+      "tools": "NVRTC 13.0, Triton 3.9.0",
+      "compared": [
+        "every cuda config of the tables, the tuner's candidate lists for cc 9.0 and 10.0 and the default",
+        "family: 104 variants with both step and scale layouts, each for sm_90a and sm_100a (208 files);",
+        "no difference (benchmarks/RESULTS.md, \"Kernel revisions\")"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "7753f77595f0",
+      "new": "c94ac60702f4",
+      "old_kit": "2bc31c0",
+      "new_kit": "8f76e6d",
+      "date": "2026-11-25",
+      "tools": "NVRTC 13.0, Triton 3.9.0",
+      "compared": [
+        "every Triton launch variant: 84, each for cc 90 and cc 100 (168 files); no difference",
+        "(benchmarks/RESULTS.md, \"Kernel revisions\")"
+      ]
+    }
+  ]
+}
+"""[1:]
+# <<< bundle
+
+# Config types read their text and dict forms with these two (each reads its positional form itself).
+
+def _parse_config(cls, text: str):
+    """A config of type ``cls`` from ``name=value`` pairs (fields with defaults may be left out)
+    or from its positional form (``cls.of``); raises ValueError (one line)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if all("=" not in p for p in parts):
+        try:
+            values = tuple(int(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"{text!r}: a config is integers by position or name=value pairs "
+                             f"({', '.join(cls._fields)})") from None
+        return cls.of(values)
+    fields = {}
+    for p in parts:
+        name, sep, value = (x.strip() for x in p.partition("="))
+        if not sep:
+            raise ValueError(f"{text!r}: name every field once one is named ({', '.join(cls._fields)})")
+        if name not in cls._fields:
+            raise ValueError(f"{text!r}: no field {name!r} (fields: {', '.join(cls._fields)})")
+        fields[name] = int(value) if value.lstrip("-").isdigit() else value
+    missing = [f for f in cls._fields if f not in cls._field_defaults and f not in fields]
+    if missing:
+        raise ValueError(f"{text!r}: {', '.join(missing)} missing")
+    return cls(**fields)
+
+
+def _config_from(cls, value):
+    """``value`` as a config of type ``cls`` when it is one, text (``cls.parse``) or a dict of
+    fields; None for a sequence (each type's ``of`` reads its own positional form)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        return cls.parse(value)
+    if isinstance(value, dict):
+        return cls(**value)
+    return None
+
+
+_ENTRIES = {}  # (backend, GPU model, (m, k, l)) -> its entry of kernels/tables.json (revision, date, kit, times)
+
+
+def _measured(backend: str, config: type, part: str = "tables") -> dict:
+    """{GPU model: {(m, k, l): config}} of ``backend``'s entries in kernels/tables.json, stale ones
+    included (``config_for`` skips them), each entry's record kept in _ENTRIES; with ``part``
+    "retired", the entries retired from the tables for want of a proof that today's kernel
+    compiles alike (no longer an answer, still a candidate for the tuner: what won once)."""
+    out = {}
+    for model, entries in json.loads(_TABLES_JSON).get(part, {}).get(backend, {}).items():
+        for entry in entries:
+            shape = tuple(entry["shape"])
+            out.setdefault(model, {})[shape] = config.of(entry["config"])
+            if part == "tables":
+                _ENTRIES[(backend, model, shape)] = entry
+    return out
+
+
+def table_entries() -> list:
+    """[(backend, GPU model, (m, k, l), config, record)] of every table entry of the registry's
+    backends; the record is its entry of kernels/tables.json (``kernel``: the revision it was
+    measured with; ``date``, ``kit``, ``server_us``, ``clean_us``)."""
+    return [(name, model, shape, cfg, _ENTRIES.get((name, model, shape), {}))
+            for name, backend in BACKENDS.items() for model, table in (backend.measured or {}).items()
+            for shape, cfg in table.items()]
+
+
+
 # =========================================================================== backend: cuda
 #
 # Why NVRTC through ctypes and not torch.utils.cpp_extension.load_inline: load_inline needs
@@ -190,28 +548,69 @@ DECODES = {
 # Measured on an H100 and an H200: benchmarks/NOTES.md, "Build". Launches go to the default
 # (legacy) queue, the one the harness's events are recorded on.
 
-# The cuda kernel's decodes, each with the template argument of its Decode<> specialisation.
-_CUDA_DECODE_ID = {"dp4a": 0, "f16x2": 1, "dp4a-sr": 2, "dp4a-sr2": 3}
+# The cuda kernel's choices by name, each tuple in the order of its enum in kernels/nvfp4_gemv.cu
+# (a name's position is its number in the positional form configs were recorded in before they
+# had names). Decodes: names of DECODES (enum DecodeId).
+_CUDA_DECODES = ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2")
+# How a and its scales are loaded (enum LoadA; the kernel's comments say what each load is). The
+# names are benchmarks/timing.py's read policies where the load is the same.
+CUDA_LOADS = ("nc_no_allocate", "plain", "l1_evict_first", "cs", "no_allocate_l2_256b", "no_allocate_l2_evict_first",
+              "no_allocate_l2_evict_first_256")
+# The order of a step's loads and arithmetic (enum Pipe): as ptxas schedules it; every load of a
+# before the arithmetic; b's loads too, beside a's.
+CUDA_PIPES = ("ptxas", "a_first", "ab_first")
+_CUDA_BOOLS = ("bsh", "bload")  # the fields that are bools (0 / 1 and "true" / "false" taken too)
 
 
-class CudaConfig(NamedTuple):
-    """A configuration of the cuda kernel: the template parameters of ``gemv_body`` (the
-    defaults of the last six: benchmarks/NOTES.md, "Loads" and "Pipelining"). A warp owns
-    32 / lpr * rpt rows; one step of the K loop has lpr * u 16-byte chunks of each row in flight."""
+class _CudaFields(NamedTuple):
     lpr: int  # lanes per row: 2, 4, 8, 16, 32
     rpt: int  # rows per lane
     u: int  # 16-byte chunks of a row in flight per lane and step
     warps: int  # warps per block (times ks)
     decode: str | None = None  # a cuda decode of DECODES; None: the GPU's default (cuda_default_decode)
     v: int = 2  # adjacent chunks per lane (1 or 2, dividing u; 2 reads two chunks' scale pairs at once)
-    load: int = 2  # load flavour of a and its scales (LD_FLAVOURS in the source; 6: 32-byte loads, v 2)
-    pipe: int = 1  # 1: every load of a step issued before its arithmetic; 2: b's loads too, beside a's (bsh 0)
+    load: str = "l1_evict_first"  # how a and its scales are loaded (CUDA_LOADS; the 32-byte one needs v 2)
+    pipe: str = "a_first"  # the order of a step's loads and arithmetic (CUDA_PIPES; ab_first needs bsh False)
     minb: int = 0  # > 0: launch bounds asking registers enough for minb blocks per SM
-    bsh: int = 0  # 1: b prepared once per warp and step through shared memory (lpr * u == 32)
+    bsh: bool = False  # b prepared once per warp and step through shared memory (lpr * u == 32)
     ks: int = 1  # K split in ks parts over ks warps of a block, summed in a fixed order
     kb: int = 1  # and each of those in kb parts over kb blocks, summed by the last block in a fixed order
-    bload: int = 0  # load flavour of b and its scales: 0 ld.global.nc, 1 with L1 and L2 evict-last priority
+    bload: bool = False  # b and its scales loaded with L1 and L2 evict-last priority (else ld.global.nc)
     gs: int = 0  # 0: a block per row group; > 0: a grid of gs blocks per SM walking the row groups (ks = kb = 1)
+
+
+def _cuda_named(fields: tuple) -> tuple:
+    """A config's fields with the load, pipe and bools by name where given by number (0 / 1 for a
+    bool); anything else as it is (``problem()`` says what is wrong with it)."""
+    named = dict(zip(_CudaFields._fields, fields, strict=True))
+    for name, names in (("load", CUDA_LOADS), ("pipe", CUDA_PIPES)):
+        value = named[name]
+        if isinstance(value, int) and 0 <= value < len(names):  # a bool too: pipe was one once
+            named[name] = names[value]
+    for name in _CUDA_BOOLS:
+        value = named[name]
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            named[name] = value.lower() == "true"
+        elif isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+            named[name] = bool(value)
+    return tuple(named.values())
+
+
+class CudaConfig(_CudaFields):
+    """A configuration of the cuda kernel: the template parameters of ``gemv_body`` (the
+    defaults of the last ten: benchmarks/NOTES.md, "Loads" and "Pipelining"). A warp owns
+    32 / lpr * rpt rows; one step of the K loop has lpr * u 16-byte chunks of each row in flight.
+    The fields are those of the named tuple above; a load or pipe given by its number (its place in
+    CUDA_LOADS, CUDA_PIPES) and a bool given as 0 / 1 are kept by name, so configs of either form
+    compare equal."""
+    __slots__ = ()
+
+    def __new__(cls, *args, **kwargs):
+        return tuple.__new__(cls, _cuda_named(_CudaFields(*args, **kwargs)))
+
+    @classmethod
+    def _make(cls, iterable) -> "CudaConfig":
+        return cls(*iterable)  # _replace goes through here: its fields are named too
 
     def __repr__(self) -> str:
         """The canonical form: the four tile fields, then every field that is not its default."""
@@ -228,20 +627,14 @@ class CudaConfig(NamedTuple):
         return self.warps * (32 // self.lpr) * self.rpt
 
     def problem(self) -> str:
-        """'' when the kernel can be built with this config (whatever the shape), else why not."""
-        if (self.lpr not in (2, 4, 8, 16, 32) or self.rpt < 1 or self.u < 1 or not 1 <= self.warps <= 32
-                or (self.decode is not None and self.decode not in _CUDA_DECODE_ID) or self.v not in (1, 2)
-                or self.u % self.v or not 0 <= self.load <= 6 or (self.load == 6 and self.v != 2)
-                or self.pipe not in (0, 1, 2) or self.minb < 0
-                or self.bload not in (0, 1) or not 0 <= self.gs <= 32 or (self.gs and (self.ks > 1 or self.kb > 1))
-                or (self.pipe == 2 and self.bsh)
-                or self.bsh not in (0, 1) or (self.bsh and self.lpr * self.u != 32) or self.ks < 1
-                or self.warps * self.ks > 32 or not 1 <= self.kb <= 64):
-            return (f"cuda needs lpr in 2, 4, 8, 16, 32; rpt, u >= 1; warps in 1..32; decode one of "
-                    f"{', '.join(_CUDA_DECODE_ID)}; v 1 or 2 dividing u; load 0-6 (6: v 2); pipe 0, 1 or 2 (2: bsh 0); "
-                    f"minb >= 0; "
-                    f"bsh 0 or 1 (1: lpr * u = 32); ks >= 1 (warps * ks <= 32); kb in 1..64; bload 0 or 1; "
-                    f"gs 0..32 (> 0: ks = kb = 1); got {self!r}")
+        """'' when the kernel can be built with this config (whatever the shape), else the rule it
+        breaks (the first of ``_CUDA_RULES``), in one line."""
+        for broken, rule in _CUDA_RULES:
+            try:
+                if broken(self):
+                    return f"cuda config {self!r}: {rule}"
+            except TypeError:  # a field of the wrong type: the rule about that field says what it takes
+                return f"cuda config {self!r}: {rule}"
         return ""
 
     def fits(self, m: int, k: int) -> bool:
@@ -269,19 +662,19 @@ class CudaConfig(NamedTuple):
         """A CudaConfig from itself, from a dict of fields, from text (``parse``) or from a sequence
         of fields in order, trailing ones optional; the decode by name, or by its number in the
         positional form configs were recorded in before they had names (0 dp4a, 1 f16x2, 2 dp4a-sr,
-        3 dp4a-sr2)."""
+        3 dp4a-sr2); load and pipe by name or number, bsh and bload as bools or 0 / 1."""
         cfg = _config_from(cls, value)
         if cfg is not None:
             return cfg
         fields = list(value)
-        if not 5 <= len(fields) <= len(cls._fields) or not all(isinstance(x, int) for x in fields[:4] + fields[5:]):
+        if not 5 <= len(fields) <= len(cls._fields) or not all(isinstance(x, int) for x in fields[:4]):
             raise ValueError(f"cuda takes 5 to {len(cls._fields)} numbers ({', '.join(cls._fields)}; decode by its "
                              f"number), got {len(fields)}")
-        names = {i: name for name, i in _CUDA_DECODE_ID.items()}
         if isinstance(fields[4], int):
-            if fields[4] not in names:
-                raise ValueError(f"decode number {fields[4]} of {value!r}: one of {names}")
-            fields[4] = names[fields[4]]
+            if not 0 <= fields[4] < len(_CUDA_DECODES):
+                raise ValueError(f"decode number {fields[4]} of {value!r}: one of "
+                                 f"{dict(enumerate(_CUDA_DECODES))}")
+            fields[4] = _CUDA_DECODES[fields[4]]
         return cls(*fields)
 
     @classmethod
@@ -290,21 +683,60 @@ class CudaConfig(NamedTuple):
         return _parse_config(cls, text)
 
     def positional(self) -> tuple:
-        """The positional form (decode by its number), as older records hold configs."""
-        return (*self[:4], _CUDA_DECODE_ID[self.decode], *self[5:])
+        """The positional form (decode, load and pipe by number, bools as 0 / 1), as older records hold configs."""
+        codes = {"decode": _CUDA_DECODES, "load": CUDA_LOADS, "pipe": CUDA_PIPES}
+        return tuple(codes[name].index(value) if name in codes else int(value) if name in _CUDA_BOOLS else value
+                     for name, value in zip(self._fields, self, strict=True))
 
 
-def cuda_default_decode(capability: tuple, bsh: int = 0) -> str:
+def _int_in(value, low: int, high: int | None = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+
+
+# What a config must be for the kernel to build, one rule a line: (broken(cfg), the rule).
+_CUDA_RULES = (
+    (lambda c: c.lpr not in (2, 4, 8, 16, 32), "lpr (lanes per row) must be 2, 4, 8, 16 or 32"),
+    (lambda c: not _int_in(c.rpt, 1), "rpt (rows per lane) must be an integer >= 1"),
+    (lambda c: not _int_in(c.u, 1), "u (chunks of a row per lane and step) must be an integer >= 1"),
+    (lambda c: not _int_in(c.warps, 1, 32), "warps must be an integer in 1..32"),
+    (lambda c: c.decode is not None and c.decode not in _CUDA_DECODES,
+     f"decode must be one of {', '.join(_CUDA_DECODES)} (or None: the GPU's)"),
+    (lambda c: c.v not in (1, 2), "v (adjacent chunks per lane) must be 1 or 2"),
+    (lambda c: c.u % c.v, "v must divide u"),
+    (lambda c: c.load not in CUDA_LOADS, f"load must be one of {', '.join(CUDA_LOADS)} (or its number 0-6)"),
+    (lambda c: c.load == CUDA_LOADS[6] and c.v != 2, f"load {CUDA_LOADS[6]} needs v 2 (two chunks per 32-byte load)"),
+    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-2)"),
+    (lambda c: not _int_in(c.minb, 0), "minb must be an integer >= 0"),
+    (lambda c: not isinstance(c.bsh, bool), "bsh must be a bool (or 0 / 1)"),
+    (lambda c: c.bsh and c.lpr * c.u != 32, "bsh needs lpr * u = 32 (a step of 32 chunks, one per lane to prepare)"),
+    (lambda c: c.pipe == "ab_first" and c.bsh, "pipe ab_first needs bsh False (bsh prepares b through shared memory)"),
+    (lambda c: not _int_in(c.ks, 1), "ks must be an integer >= 1"),
+    (lambda c: c.warps * c.ks > 32, "warps * ks must be at most 32 (1024 threads per block)"),
+    (lambda c: not _int_in(c.kb, 1, 64), "kb must be an integer in 1..64"),
+    (lambda c: not isinstance(c.bload, bool), "bload must be a bool (or 0 / 1)"),
+    (lambda c: not _int_in(c.gs, 0, 32), "gs must be an integer in 0..32"),
+    (lambda c: c.gs and (c.ks > 1 or c.kb > 1), "gs > 0 needs ks = kb = 1"),
+)
+
+
+def cuda_default_decode(capability: tuple, bsh: bool = False) -> str:
     """The decode of a config that names none: f16x2 where the GPU converts e2m1 itself
     (compute capability 10.x; unmeasured: the tuner times the integer decodes there too);
     elsewhere dp4a-sr2 on bsh tiles and dp4a-sr on the others (benchmarks/NOTES.md, "Decode")."""
     return "f16x2" if capability[0] >= 10 else ("dp4a-sr2" if bsh else "dp4a-sr")
 
 
+# >>> bundle kernels/nvfp4_gemv.cu (written by `python3 eval.py bundle` from that file: edit it there)
 CUDA_SRC = r"""
 // NVFP4 batched GEMV, c[r, l] = fp16(sum_k a[r, k, l] * b[0, k, l]) with both block scales.
 // Compiled at run time by NVRTC; no headers. One kernel per configuration: gemv_body is
-// instantiated by a small extern "C" wrapper that submission.py appends to this text.
+// instantiated by a small extern "C" wrapper that submission.py's cuda_kernel appends to this
+// text (the template arguments are CudaConfig's fields). submission.py carries this file as
+// embedded text, written by `python3 eval.py bundle`: edit this file, then bundle.
+//
+// To compile it alone: nvcc -arch=sm_90a -std=c++17 -DNVFP4_GEMV_EXAMPLE -c nvfp4_gemv.cu
+// (the example kernel at the end instantiates one configuration; for sm_100a add
+// -DHAS_E2M1_CVT=1 -DHAS_LD256=1, as submission.py's build does).
 //
 // A warp owns 32/LPR * RPT rows: LPR lanes share a row (lane t reads the row's 16-byte
 // chunks t, t + LPR, ...), and each lane holds RPT rows. One step of the K loop puts
@@ -318,19 +750,51 @@ typedef unsigned int u32;
 typedef unsigned short u16;
 typedef long long i64;
 
+// Set by submission.py's cuda_compile: 1 on Blackwell (sm_10Xa), 0 elsewhere.
+#ifndef HAS_E2M1_CVT
+#define HAS_E2M1_CVT 0  // cvt.rn.f16x2.e2m1x2 and the mixed-precision fma
+#endif
+#ifndef HAS_LD256
+#define HAS_LD256 0  // 32-byte loads with the L2 eviction priority as a qualifier
+#endif
+
 struct __align__(16) Q { u32 w[4]; };
 
-// Loads of a and its scales (read once), by flavour LOAD (chosen by measurement:
-// benchmarks/NOTES.md, "Loads"): 0 ld.global.nc.L1::no_allocate, 1 plain ld.global, 2 ld.global.L1::evict_first,
-// 3 ld.global.cs (evict-first at every level), 4 ld.global.L1::no_allocate.L2::256B (a 256-byte
-// L2 prefetch), 5 (below) L1 no-allocate with an L2 evict-first cache policy.
-#define LD_FLAVOURS(T, R, PTXT, OUTS, ...)                                                   \
-  if (LOAD == 0) asm("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 1) asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);             \
-  else if (LOAD == 2) asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
-  else if (LOAD == 3) asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);          \
-  else asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
-// Flavour 5: ld.global.L1::no_allocate.L2::cache_hint with an L2 evict-first policy (the L2
+// The template arguments of gemv_body by name; each enum's names are those of CudaConfig's
+// field in submission.py (load, pipe, decode), in the same order.
+// LOAD: how a and its scales are read (read once; chosen by measurement: benchmarks/NOTES.md,
+// "Loads"). The names match benchmarks/timing.py's read policies where the load is the same.
+enum LoadA : int {
+  LD_NC_NO_ALLOCATE = 0,               // ld.global.nc.L1::no_allocate
+  LD_PLAIN = 1,                        // ld.global
+  LD_L1_EVICT_FIRST = 2,               // ld.global.L1::evict_first
+  LD_CS = 3,                           // ld.global.cs (evict-first at every level)
+  LD_NO_ALLOCATE_L2_256B = 4,          // ld.global.L1::no_allocate.L2::256B (a 256-byte L2 prefetch)
+  LD_NO_ALLOCATE_L2_EVICT_FIRST = 5,   // L1 no-allocate with an L2 evict-first cache policy (below)
+  LD_NO_ALLOCATE_L2_EVICT_FIRST_256 = 6  // a lane's two adjacent chunks in one 32-byte load (ld_a32)
+};
+// PIPE: the order of a step's loads and arithmetic.
+enum Pipe : int {
+  PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
+  PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
+  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
+};
+// DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
+enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
+
+// The loads of a and its scales by LOAD, those spelled by a qualifier alone.
+#define LD_FLAVOURS(T, R, PTXT, OUTS, ...)                                         \
+  if (LOAD == LD_NC_NO_ALLOCATE)                                                   \
+    asm("ld.global.nc.L1::no_allocate." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__); \
+  else if (LOAD == LD_PLAIN)                                                       \
+    asm("ld.global." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);                   \
+  else if (LOAD == LD_L1_EVICT_FIRST)                                              \
+    asm("ld.global.L1::evict_first." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);   \
+  else if (LOAD == LD_CS)                                                          \
+    asm("ld.global.cs." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);                \
+  else                                                                             \
+    asm("ld.global.L1::no_allocate.L2::256B." PTXT " " OUTS ", [%" R "];" : __VA_ARGS__);
+// LD_NO_ALLOCATE_L2_EVICT_FIRST: ld.global.L1::no_allocate.L2::cache_hint with an L2 evict-first policy (the L2
 // priority that 16-byte loads can carry: the .L2::evict_first qualifier needs 32-byte loads).
 // The policies are pure values (createpolicy), formed once per thread where the compiler hoists them.
 __device__ __forceinline__ unsigned long long l2_first() {
@@ -346,7 +810,7 @@ __device__ __forceinline__ unsigned long long l2_last() {
 template <int LOAD>
 __device__ __forceinline__ Q ld_a(const unsigned char* p) {
   Q q;
-  if (LOAD == 5) {
+  if (LOAD == LD_NO_ALLOCATE_L2_EVICT_FIRST) {
     asm("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p), "l"(l2_first()));
   } else {
@@ -358,22 +822,25 @@ __device__ __forceinline__ Q ld_a(const unsigned char* p) {
 template <int LOAD>
 __device__ __forceinline__ u32 ld_scales16(const unsigned char* p) {
   u16 v;
-  if (LOAD == 5) asm("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_first()));
+  if (LOAD == LD_NO_ALLOCATE_L2_EVICT_FIRST)
+    asm("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_first()));
   else { LD_FLAVOURS(u16, "1", "u16", "%0", "=h"(v) : "l"(p)) }
   return v;
 }
 template <int LOAD>
 __device__ __forceinline__ u32 ld_scales32(const unsigned char* p) {
   u32 v;
-  if (LOAD == 5) asm("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_first()));
+  if (LOAD == LD_NO_ALLOCATE_L2_EVICT_FIRST)
+    asm("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_first()));
   else { LD_FLAVOURS(u32, "1", "u32", "%0", "=r"(v) : "l"(p)) }
   return v;
 }
-// Flavour 6: a lane's two adjacent chunks (V = 2) in one 32-byte load with the L2 eviction
-// priority as a qualifier, ld.global.L1::no_allocate.L2::evict_first.v8.u32, which ptxas 13.0
-// takes on 32-byte loads only, and those on sm_100a only (HAS_LD256); elsewhere the same 32 bytes
-// as two 16-byte no-allocate loads (the same values: a stand-in that runs off Blackwell). The
-// scales of a take flavour 0. Needs a 32-byte aligned a (the launcher falls back to load 0).
+// LD_NO_ALLOCATE_L2_EVICT_FIRST_256: a lane's two adjacent chunks (V = 2) in one 32-byte load
+// with the L2 eviction priority as a qualifier, ld.global.L1::no_allocate.L2::evict_first.v8.u32,
+// which ptxas 13.0 takes on 32-byte loads only, and those on sm_100a only (HAS_LD256); elsewhere
+// the same 32 bytes as two 16-byte no-allocate loads (the same values: a stand-in that runs off
+// Blackwell). The scales of a take LD_NC_NO_ALLOCATE. Needs a 32-byte aligned a (the launcher
+// falls back to LD_NC_NO_ALLOCATE otherwise).
 __device__ __forceinline__ void ld_a32(const unsigned char* p, Q& x, Q& y) {
 #if HAS_LD256
   asm("ld.global.L1::no_allocate.L2::evict_first.v8.u32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];"
@@ -386,12 +853,12 @@ __device__ __forceinline__ void ld_a32(const unsigned char* p, Q& x, Q& y) {
       : "=r"(y.w[0]), "=r"(y.w[1]), "=r"(y.w[2]), "=r"(y.w[3]) : "l"(p + 16));
 #endif
 }
-// b and its scales are small and read by every row: cached loads (BLOAD 0), or (BLOAD 1) the
-// same with an L1 evict-last priority and an L2 evict-last policy (kept while a passes through).
-template <int BLOAD>
+// b and its scales are small and read by every row: cached loads (BLOAD false), or (BLOAD true)
+// the same with an L1 evict-last priority and an L2 evict-last policy (kept while a passes through).
+template <bool BLOAD>
 __device__ __forceinline__ Q ld_b(const unsigned char* p) {
   Q q;
-  if (BLOAD == 1)
+  if (BLOAD)
     asm("ld.global.nc.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p), "l"(l2_last()));
   else
@@ -399,10 +866,10 @@ __device__ __forceinline__ Q ld_b(const unsigned char* p) {
         : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3]) : "l"(p));
   return q;
 }
-template <int BLOAD>
+template <bool BLOAD>
 __device__ __forceinline__ u32 ld_b_scales(const unsigned char* p) {
   u16 v;
-  if (BLOAD == 1)
+  if (BLOAD)
     asm("ld.global.nc.L1::evict_last.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_last()));
   else asm("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
@@ -416,7 +883,7 @@ __device__ __forceinline__ void e4m3x2(u32 v, float& s0, float& s1) {
       : "=f"(s0), "=f"(s1) : "r"(v));
 }
 
-// ---- "dp4a" (Decode<0>): prmt is an 8-entry byte table: 4 magnitude codes -> the bytes 2|a|.
+// ---- "dp4a" (Decode<DEC_DP4A>): prmt is an 8-entry byte table: 4 magnitude codes -> the bytes 2|a|.
 // b is prepared per chunk as bytes +2|b|, -2|b| and selector bases i + 4 sign(b_i); a second
 // prmt, whose selectors XOR in a's signs, picks +-2|b| per byte; dp4a sums 4 products. The
 // result is 4 x the group's dot product.
@@ -449,15 +916,14 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, float& g0,
   g1 = (float)dot8(a.w[3], b.w[3], dot8(a.w[2], b.w[2], 0));
 }
 
-// ---- "f16x2" (Decode<1>): each byte (2 values) -> an fp16x2 pair; fma.rn.f16x2 sums 8 exact
+// ---- "f16x2" (Decode<DEC_F16X2>): each byte (2 values) -> an fp16x2 pair; fma.rn.f16x2 sums 8 exact
 // products per half (multiples of 1/4 below 288: exact in fp16); the halves add in fp32.
 // Blackwell converts with its e2m1x2 instruction; elsewhere the same conversion is done in
 // integer steps (fp16 bits (c & 7) << 9 | (c & 8) << 12 are value * 2^-14; times 2^14),
 // an exact stand-in so that this path is tested off Blackwell.
 // Byte J of w (two e2m1 values) -> fp16x2. Blackwell's conversion reads the byte in place
-// (SASS F2FP.F16.E2M1.UNPACK_B with a byte selector: no shift to bring it down; sm_100a K loop
-// 61.3 -> 48.6 instructions per 16 bytes of a and lane for (4, 2, 8, 1, 1, ...), counted by
-// benchmarks/sass_count.py).
+// (SASS F2FP.F16.E2M1.UNPACK_B with a byte selector: no shift to bring it down; the instruction
+// counts: benchmarks/NOTES.md, "Blackwell's conversion without shifts; the persistent ring revisited").
 template <int J>
 __device__ __forceinline__ u32 e2m1x2(u32 w) {
   u32 d;
@@ -493,7 +959,7 @@ __device__ __forceinline__ u32 dot_group_f16(const Q& a, const BF16& b, int g) {
   return acc;  // two exact half sums of the group (8 products each)
 }
 
-// ---- "dp4a-sr" (Decode<2>): as dp4a, but a's signs are handled by prmt's sign-replicate mode
+// ---- "dp4a-sr" (Decode<DEC_DP4A_SR>): as dp4a, but a's signs are handled by prmt's sign-replicate mode
 // instead of per-byte selection: with a selector nibble's bit 3 set (a negative value) prmt
 // writes 0 for the non-negative table bytes. prmt(T, v) then holds 2|a| of a's non-negative
 // values, prmt(T, v ^ 0x8888) of its negative ones; dp4a with +2b and with -2b (prepared once
@@ -599,8 +1065,9 @@ __device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const
   const u32 h0 = dot_group_f16(a, bc, 0), h1 = dot_group_f16(a, bc, 1);
   // (lo + hi) * s_g formed exactly (lo * s_g is exact, and so is the sum: lo + hi has <= 12
   // significant bits, s_g 11), then one add per group, as the integer decodes do. Adding the
-  // two products to acc one by one (two fewer instructions) rounded twice per group and lost
-  // 1e-3 on a full-range row with heavy cancellation (7168x16384x1, H100, 2026-11-25).
+  // two products to acc one by one (two fewer instructions) rounds twice per group and fails the
+  // 1e-3 check on full-range rows with heavy cancellation (benchmarks/NOTES.md, "cuda backend
+  // under SM pressure: BSH tiles").
   acc += fma_h<1, 0>(h0, s, fma_h<0, 0>(h0, s, 0.f));
   return acc + fma_h<1, 1>(h1, s, fma_h<0, 1>(h1, s, 0.f));
 }
@@ -613,7 +1080,7 @@ __device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const
   return fmaf(g1, half_f32(s, 1), acc);
 }
 
-// ---- "dp4a-sr2" (Decode<3>): dp4a-sr with b prepared as +2b only (half the words to prepare,
+// ---- "dp4a-sr2" (Decode<DEC_DP4A_SR2>): dp4a-sr with b prepared as +2b only (half the words to prepare,
 // keep and read back): a's non-negative and negative values are summed into two counters
 // against the same +2b bytes, and the group is their difference (one IMAD: the integer pipe is
 // the busier one).
@@ -631,10 +1098,8 @@ __device__ __forceinline__ BPlus prep_plus(const Q& q, const Tables& T) {
   return r;
 }
 // The high half's selector xh = (v ^ 0x88888888) >> 16 as vh ^ 0x8888, an integer-pipe XOR, not
-// a second IMAD.HI: at 64 SMs of an H100 ncu had the multiply-add pipe (IDP, IMAD) 66% busy
-// and the integer pipe 54% (7168x16384x1, kit 0bcbfba); this moves 4 instructions per 16
-// bytes of a from the first to the second: 64 SMs 0.753 -> 0.790, 0.783 -> 0.807, 0.807 ->
-// 0.825 of the read (best tiles), full width within noise (benchmarks/RESULTS.md, 2026-11-25).
+// a second IMAD.HI: it moves 4 instructions per 16 bytes of a from the multiply-add pipe (IDP,
+// IMAD), the busier one under SM pressure, to the integer pipe (benchmarks/NOTES.md, "Decode").
 __device__ __forceinline__ void dot8_plus(u32 v, const BWordP& b, const Tables& T, int& pos, int& neg) {
   const u32 x = v ^ 0x88888888u, vh = shr_hi<16>(v), xh = vh ^ 0x8888u;
   pos = __dp4a((int)prmt(T.tlo, T.thi, v), (int)b.b0, pos);
@@ -658,22 +1123,22 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BPlus& b, const Tabl
 }
 
 template <int DECODE> struct Decode;
-template <> struct Decode<0> {
+template <> struct Decode<DEC_DP4A> {
   typedef BDp4a B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_dp4a(q); }
   static constexpr float scale = 16.0f;  // 2^6 / 4
 };
-template <> struct Decode<1> {
+template <> struct Decode<DEC_F16X2> {
   typedef BF16 B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables&) { return prep_f16(q); }
   static constexpr float scale = 64.0f;
 };
-template <> struct Decode<3> {
+template <> struct Decode<DEC_DP4A_SR2> {
   typedef BPlus B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_plus(q, T); }
   static constexpr float scale = 16.0f;  // 2^6 / 4
 };
-template <> struct Decode<2> {
+template <> struct Decode<DEC_DP4A_SR> {
   typedef BSigned B;
   static __device__ __forceinline__ B prep(const Q& q, const Tables& T) { return prep_signed(q, T); }
   static constexpr float scale = 16.0f;  // 2^6 / 4
@@ -693,8 +1158,15 @@ __device__ __forceinline__ i64 scale_col(int ch) {
   return (i64)(ch >> 1) * 512 + (ch & 1) * 2;
 }
 
+// The body of one kernel: its template arguments are a CudaConfig's fields (submission.py's
+// cuda_kernel writes them). LPR lanes per row, RPT rows per lane, U 16-byte chunks of a row per
+// lane and step, V of them adjacent, WARPS warps of rows per block; LOAD, PIPE, DECODE (the enums
+// above); FULL: every step whole (no bounds checks); PLAIN: the plain scales (else the permuted
+// ones); PROBE: the loads-only timing probe (wrong results); BSH: b prepared once per warp and
+// step through shared memory; KS, KB: K split over KS warps of a block and KB blocks; BLOAD: b's
+// loads with the evict-last priority. bx: the block's row group.
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, int BSH, int KS, int KB, int BLOAD>
+          bool PROBE, bool BSH, int KS, int KB, bool BLOAD>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -703,6 +1175,8 @@ __device__ __forceinline__ void gemv_body(
   constexpr int RS = 32 / LPR;          // rows side by side in a warp
   constexpr int BROWS = WARPS * RS * RPT;
   constexpr int STEP = LPR * U;         // chunks of a row per step
+  // the loads of a's scales: LOAD, but LD_NC_NO_ALLOCATE where a takes 32-byte loads
+  constexpr int SLOAD = LOAD == LD_NO_ALLOCATE_L2_EVICT_FIRST_256 ? LD_NC_NO_ALLOCATE : LOAD;
   static_assert(U % V == 0, "U must be a multiple of V");
   static_assert(!BSH || STEP == 32, "BSH: a step spans 32 chunks, one per lane to prepare");
   typedef Decode<DECODE> D;
@@ -755,11 +1229,11 @@ __device__ __forceinline__ void gemv_body(
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          if (LOAD != 6) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
           else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[i][u], av[i][u + 1 < U ? u + 1 : u]);  // V = 2
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[i][u] = ld_scales16<LOAD == 6 ? 0 : LOAD>(sq);
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<LOAD == 6 ? 0 : LOAD>(sq);
+          if (V == 1) sa[i][u] = ld_scales16<SLOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<SLOAD>(sq);
           else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
           av[i][u] = Q{{0u, 0u, 0u, 0u}};
@@ -786,10 +1260,10 @@ __device__ __forceinline__ void gemv_body(
     bc = D::prep(bq, T);
     sb = prep_sb(sbv);
   };
-  // PIPE 2: b's chunks of the step and their scales loaded beside a's, before any arithmetic
+  // PIPE_AB_FIRST: b's chunks of the step and their scales loaded beside a's, before any arithmetic
   // (no dependency on a's loads: on a short row the step's two round trips become one).
-  Q bqs[PIPE == 2 ? U : 1];
-  u32 sbs[PIPE == 2 ? U : 1];
+  Q bqs[PIPE == PIPE_AB_FIRST ? U : 1];
+  u32 sbs[PIPE == PIPE_AB_FIRST ? U : 1];
   auto compute = [&](int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
@@ -823,9 +1297,9 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
         for (int k = 0; k < NW; ++k) w[k] = sh_b[BSH ? warp : 0][k][j];
         sb = sh_s[BSH ? warp : 0][j];
-      } else if (PIPE == 2) {
-        bc = D::prep(bqs[PIPE == 2 ? u : 0], T);
-        sb = prep_sb(sbs[PIPE == 2 ? u : 0]);
+      } else if (PIPE == PIPE_AB_FIRST) {
+        bc = D::prep(bqs[PIPE == PIPE_AB_FIRST ? u : 0], T);
+        sb = prep_sb(sbs[PIPE == PIPE_AB_FIRST ? u : 0]);
       } else {
         prep_b(bstep, ch, bc, sb);
       }
@@ -836,12 +1310,13 @@ __device__ __forceinline__ void gemv_body(
 
   for (int c0 = cbeg; c0 < cend; c0 += STEP) {
     load(c0);
-    if (PIPE == 2) {
+    if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) load_b(bp, c0 + t * V + off(u), bqs[PIPE == 2 ? u : 0], sbs[PIPE == 2 ? u : 0]);
+      for (int u = 0; u < U; ++u)
+        load_b(bp, c0 + t * V + off(u), bqs[PIPE == PIPE_AB_FIRST ? u : 0], sbs[PIPE == PIPE_AB_FIRST ? u : 0]);
     }
     const unsigned char* bstep = bp;
-    if (PIPE == 1) {
+    if (PIPE == PIPE_A_FIRST) {
       // All loads of the step are issued before the first use: ptxas would otherwise sink
       // each load next to its use (fewer registers, but one load in flight per lane). The b
       // loads depend on every one of them through `fold & zero` (zero is a kernel argument,
@@ -913,7 +1388,23 @@ __device__ __forceinline__ void gemv_body(
     }
   }
 }
-"""
+
+#ifdef NVFP4_GEMV_EXAMPLE
+// One configuration, for a compiler or an editor that reads this file alone (submission.py never
+// defines the macro): a bsh tile with K in 8 parts, CudaConfig(lpr=8, rpt=2, u=4, warps=1,
+// decode="dp4a-sr2", v=1, pipe="ptxas", minb=2, bsh=True, ks=8), whole steps, plain scales.
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_example(
+    const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
+    const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb, u16* __restrict__ c, int chunks,
+    i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero,
+    float* __restrict__ part, u32* __restrict__ cnt, int groups) {
+  const int bx = blockIdx.x;
+  gemv_body<8, 2, 4, 1, 1, LD_L1_EVICT_FIRST, PIPE_PTXAS, true, true, DEC_DP4A_SR2, false, true, 8, 1, false>(
+      a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero, part, cnt, bx);
+}
+#endif
+"""[1:]
+# <<< bundle
 
 # Kernel parameters, in order: a, b, sfa, sfb, c (pointers), chunks = K / 32 (int), the
 # strides a_row, a_batch, b_batch (bytes), sfa_row, sfa_batch, sfb_batch (bytes; rows only
@@ -941,28 +1432,50 @@ def cuda_arch(capability: tuple) -> str:
     return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
 
 
+def _enumerator(prefix: str, value: str) -> str:
+    """The C++ name of a config's choice: "LD_" and "l1_evict_first" -> LD_L1_EVICT_FIRST."""
+    return prefix + value.upper().replace("-", "_")
+
+
 def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     """(kernel name, complete CUDA source) of one configuration (a CudaConfig naming its decode,
     or its positional form): ``full`` every step whole (no bounds checks), ``plain`` the plain
-    scales, ``probe`` the loads-only timing probe."""
+    scales, ``probe`` the loads-only timing probe. The source is the kernel (CUDA_SRC) and a
+    wrapper that instantiates ``gemv_body`` with the config's fields; the name spells them, e.g.
+    nvfp4_gemv_lpr8_rpt2_u4_w1_dp4a_sr2_v1_l1_evict_first_ptxas_minb2_bsh_ks8_full_plain
+    (fields at their default after pipe left out)."""
     cfg = CudaConfig.of(cfg)
     if cfg.decode is None:
         raise ValueError(f"cuda_kernel needs a config naming its decode, got {cfg!r}")
-    lpr, rpt, u, warps, _, v, load, pipe, minb, bsh, ks, kb, bload, gs = cfg
-    decode = _CUDA_DECODE_ID[cfg.decode]
-    flags = f"{int(full)}{int(plain)}{int(probe)}"
-    split = f"_{ks}" + (f"x{kb}" if kb > 1 else "") + (f"b{bload}" if bload else "") + ("g" if gs else "")
-    name = f"nvfp4_gemv_{lpr}_{rpt}_{u}_{warps}_{decode}_{v}{load}{int(pipe)}_{minb}_{bsh}{split}_{flags}"
+    problem = cfg.problem()
+    if problem:
+        raise ValueError(problem)
     t = "true", "false"
-    body = (f"gemv_body<{lpr}, {rpt}, {u}, {v}, {warps}, {load}, {int(pipe)}, {t[not full]}, {t[not plain]}, "
-            f"{decode}, {t[not probe]}, {bsh}, {ks}, {kb}, {bload}>({_CUDA_ARGS}, bx);")
-    if gs:  # grid-stride: the launch's gs blocks per SM walk the row groups
+    template = [cfg.lpr, cfg.rpt, cfg.u, cfg.v, cfg.warps, _enumerator("LD_", cfg.load),
+                _enumerator("PIPE_", cfg.pipe), t[not full], t[not plain], _enumerator("DEC_", cfg.decode),
+                t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload]]
+    parts = ["nvfp4_gemv", f"lpr{cfg.lpr}", f"rpt{cfg.rpt}", f"u{cfg.u}", f"w{cfg.warps}",
+             cfg.decode.replace("-", "_"), f"v{cfg.v}", cfg.load, cfg.pipe]
+    parts += [f"minb{cfg.minb}"] * (cfg.minb > 0) + ["bsh"] * cfg.bsh + [f"ks{cfg.ks}"] * (cfg.ks > 1)
+    parts += [f"kb{cfg.kb}"] * (cfg.kb > 1) + ["b_evict_last"] * cfg.bload + ["gs"] * (cfg.gs > 0)
+    parts += ["full" if full else "tail", "plain" if plain else "permuted"] + ["probe"] * probe
+    name = "_".join(parts)
+    body = f"gemv_body<{', '.join(map(str, template))}>({_CUDA_ARGS}, bx);"
+    if cfg.gs:  # grid-stride: the launch's gs blocks per SM walk the row groups
         body = f"for (int bx = blockIdx.x; bx < groups; bx += gridDim.x) {body}"
     else:
         body = f"const int bx = blockIdx.x; {body}"
-    bounds = f"{32 * warps * ks}, {minb}" if minb else f"{32 * warps * ks}"
+    threads = 32 * cfg.warps * cfg.ks
+    bounds = f"{threads}, {cfg.minb}" if cfg.minb else f"{threads}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, CUDA_SRC + wrapper
+
+
+def cuda_empty_kernel(name: str) -> str:
+    """The source of an empty kernel ``name`` taking the cuda backend's parameters (their integer
+    types declared): what benchmarks/floor.py launches to time the launch path alone."""
+    return ("typedef unsigned int u32;\ntypedef unsigned short u16;\ntypedef long long i64;\n"
+            f'extern "C" __global__ void {name}({_CUDA_PARAMS}) {{}}\n')
 
 
 def nvrtc_candidates() -> list:
@@ -1022,9 +1535,43 @@ def nvrtc_version() -> tuple:
     return major.value, minor.value
 
 
+ENV_LINEINFO = "NVFP4_GEMV_LINEINFO"  # 1: compile with line information for a profiler's source view
+
+
+def _profiling() -> bool:
+    """Whether kernels are built for a profiler's source view: under NVFP4_GEMV_LINEINFO=1, or
+    POPCORN_NCU=1 (what the server's profile mode sets when it runs the submission under ncu)."""
+    return os.environ.get(ENV_LINEINFO) == "1" or os.environ.get("POPCORN_NCU") == "1"
+
+
+def _cuda_options(arch: str, defines: dict | None = None) -> list:
+    """NVRTC's options for ``arch`` (profiling aside): Blackwell's e2m1 conversion and 32-byte
+    loads where the architecture-specific sm_10Xa target has them."""
+    blackwell = int(arch.startswith("sm_10") and arch.endswith("a"))
+    defines = {"HAS_E2M1_CVT": blackwell, "HAS_LD256": blackwell, **(defines or {})}
+    return [f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math"] + [f"-D{k}={v}" for k, v in defines.items()]
+
+
+def _source_file(source: str) -> str:
+    """The path of a file holding ``source`` (written once, under the temporary folder): the name
+    NVRTC gets for a profiled build, so that the profiler's source view (ncu --import-source)
+    finds the text; its lines are kernels/nvfp4_gemv.cu's, then the wrapper."""
+    folder = os.path.join(tempfile.gettempdir(), "nvfp4_gemv_sources")
+    path = os.path.join(folder, f"nvfp4_gemv_{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu")
+    if not os.path.isfile(path):
+        os.makedirs(folder, exist_ok=True)
+        part = f"{path}.{os.getpid()}"
+        with open(part, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(part, path)
+    return path
+
+
 def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
     """NVRTC: CUDA source -> cubin for ``arch`` (e.g. "sm_90a"); needs no GPU. Raises
-    CudaBuildError with the compiler's log."""
+    CudaBuildError with the compiler's log. When profiling (NVFP4_GEMV_LINEINFO=1 or
+    POPCORN_NCU=1) the program is named by a file holding its text and built with -lineinfo, so
+    that ncu shows the kernel's source; otherwise with the options and name of every other build."""
     lib = find_nvrtc()
     prog = ctypes.c_void_p()
 
@@ -1032,12 +1579,13 @@ def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
         if res != 0:
             raise CudaBuildError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(res).decode()}")
 
-    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"nvfp4_gemv.cu", 0, None, None), "create")
+    opts = _cuda_options(arch, defines)
+    name = b"nvfp4_gemv.cu"
+    if _profiling():
+        name = _source_file(source).encode()
+        opts.append("-lineinfo")
+    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name, 0, None, None), "create")
     try:
-        blackwell = int(arch.startswith("sm_10") and arch.endswith("a"))
-        defines = {"HAS_E2M1_CVT": blackwell, "HAS_LD256": blackwell, **(defines or {})}
-        opts = [f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math"]
-        opts += [f"-D{k}={v}" for k, v in defines.items()]
         copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
         res = lib.nvrtcCompileProgram(prog, len(opts), copts)
         if res != 0:
@@ -1141,7 +1689,26 @@ class _CudaLaunch:
             raise RuntimeError(f"cuda backend launch failed: {cuda_driver().error(res)}")
 
 
+def cuda_launch(fn, grid: tuple, threads: int, scalars: tuple, scratch: tuple | None = None,
+                groups: int = 0) -> _CudaLaunch:
+    """The backend's launch of kernel ``fn`` (a driver function of ``cuda_driver().function``) on
+    ``grid`` with ``threads`` per block: ``scalars`` are the nine integer parameters after the
+    pointers (chunks, then the strides), ``scratch`` the K split's (part, cnt) tensors or None,
+    ``groups`` the row groups (default: grid x). A call ``launch(a, b, sfa, sfb, c)`` or
+    ``launch.launch_ptrs(...)`` launches it, without allocating or synchronising."""
+    return _CudaLaunch(fn, grid, threads, scalars, scratch, groups)
+
+
 _CUDA_FUNCS = {}  # (device, arch, kernel name) -> function
+
+
+def cuda_load(device, name: str, cubin: bytes) -> None:
+    """Load ``cubin``, compiled elsewhere (another process: ``cuda_compile(cuda_kernel(...)[1],
+    arch)``), as kernel ``name`` on ``device``: the backend's launches of that kernel there use it
+    and compile nothing."""
+    device = torch.device(device)
+    arch = cuda_arch(torch.cuda.get_device_capability(device))
+    _CUDA_FUNCS[(device, arch, name)] = cuda_driver().function(cubin, name, device)
 _CUDA_LAUNCH = {}  # launch key -> _CudaLaunch
 
 
@@ -1162,8 +1729,8 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     plain = _plain_scales(data, k, 4)  # v = 2 reads two chunks' scale pairs as one 4-byte word
     cfg = config_for("cuda", data, m, k, l) if cfg is None else CudaConfig.of(cfg)
-    if cfg.load == 6 and (a.data_ptr() | a.stride(0) | (a.stride(2) if l > 1 else 0)) % 32:
-        cfg = cfg._replace(load=0)  # 32-byte loads need a 32-byte aligned a; load 0 reads the same values
+    if cfg.load == CUDA_LOADS[6] and (a.data_ptr() | a.stride(0) | (a.stride(2) if l > 1 else 0)) % 32:
+        cfg = cfg._replace(load=CUDA_LOADS[0])  # 32-byte loads need a 32-byte aligned a; this reads the same
     chunks = k // 32
     if plain:
         ss = (sfa.stride(0), sfa.stride(2), sfb.stride(2))
@@ -1241,52 +1808,34 @@ def cuda_supported(device) -> tuple:
 # Config families, without a decode (the GPU's default): the winners of the H100 and H200
 # sweeps, the first that fits being the default for shapes no table names. The first four are
 # bsh tiles, chosen under SM pressure (an H100 restricted to a B200's bytes per SM), the fourth
-# splitting K; the rest won whole-GPU sweeps. Numbers: benchmarks/NOTES.md, "Tiles" and "K split".
+# splitting K; the rest won whole-GPU sweeps. Each family's record: benchmarks/NOTES.md, "Tiles"
+# (a row per family) and "K split".
 CUDA_FAMILIES = (
-    CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe=0, minb=20, bsh=1),  # 64 SMs: 0.705 / 0.774 / 0.793
-    CudaConfig(lpr=8, rpt=1, u=4, warps=2, v=1, pipe=0, minb=16, bsh=1),  # 64 SMs: 0.733 / 0.755 / 0.753
-    CudaConfig(lpr=4, rpt=2, u=8, warps=1, v=1, pipe=0, minb=16, bsh=1),  # fewest sm_100a instructions
-    CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe=0, minb=5, bsh=1, ks=4),  # 64 SMs 0.755-0.762
-    CudaConfig(lpr=32, rpt=2, u=1, warps=1, v=1, pipe=0, minb=1),  # H100 4096x7168x8, 7168x2048x4
-    CudaConfig(lpr=32, rpt=8, u=1, warps=1, v=1, pipe=0, minb=1),  # H200 4096x7168x8
-    CudaConfig(lpr=32, rpt=4, u=1, warps=1, v=1, pipe=0, minb=1),  # H200 7168x2048x4
-    CudaConfig(lpr=32, rpt=4, u=4, warps=8, pipe=0, minb=1),  # H200 7168x16384x1
-    CudaConfig(lpr=32, rpt=2, u=8, warps=2, pipe=0, minb=1),  # H100 7168x16384x1 (before ks)
-    CudaConfig(lpr=16, rpt=2, u=2, warps=1, pipe=0, minb=24),  # H100 7168x2048x4 clean
+    CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=20, bsh=True),  # bsh, the best at 64 SMs
+    CudaConfig(lpr=8, rpt=1, u=4, warps=2, v=1, pipe="ptxas", minb=16, bsh=True),  # bsh, two warps
+    CudaConfig(lpr=4, rpt=2, u=8, warps=1, v=1, pipe="ptxas", minb=16, bsh=True),  # fewest sm_100a instructions
+    CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=5, bsh=True, ks=4),  # K in 4 parts, 64 SMs
+    CudaConfig(lpr=32, rpt=2, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H100 4096x7168x8, 7168x2048x4
+    CudaConfig(lpr=32, rpt=8, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H200 4096x7168x8
+    CudaConfig(lpr=32, rpt=4, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H200 7168x2048x4
+    CudaConfig(lpr=32, rpt=4, u=4, warps=8, pipe="ptxas", minb=1),  # H200 7168x16384x1
+    CudaConfig(lpr=32, rpt=2, u=8, warps=2, pipe="ptxas", minb=1),  # H100 7168x16384x1 (before ks)
+    CudaConfig(lpr=16, rpt=2, u=2, warps=1, pipe="ptxas", minb=24),  # H100 7168x2048x4 clean
 )
 
-# Measured per GPU model (torch.cuda.get_device_name): the fastest config for each benchmark
-# shape by benchmarks/bench_kernel.py --sweep, chosen by the time under the server's protocol,
-# the clean device time breaking ties within 1% (benchmarks/apply_table.py writes entries).
-# Each entry's line names its record in benchmarks/RESULTS.md ("Table entries").
-CUDA_MEASURED = {
-    "NVIDIA H100 80GB HBM3": {
-        # server 30.53 us, clean 27.38: sweep of 2026-11-25, kit c3c10fd, kernel dd5bdb48218a
-        (7168, 16384, 1): CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe=0, minb=2, bsh=1,
-                                     ks=8),
-        # server 51.22 us, clean 48.77: sweep of 2026-11-25, kit c3c10fd, kernel dd5bdb48218a
-        (4096, 7168, 8): CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe=0, minb=2, bsh=1,
-                                    ks=8),
-        # server 17.65 us, clean 16.03: the sweep of 2026-11-25 that chose the bsh families
-        (7168, 2048, 4): CudaConfig(lpr=8, rpt=1, u=4, warps=2, decode="dp4a-sr2", v=1, pipe=0, minb=16, bsh=1),
-    },
-    "NVIDIA H200": {
-        # server 24.35-24.56 us, clean 23.10-23.26: sweeps of 2026-11-25, kernel of f60a1c9
-        (7168, 16384, 1): CudaConfig(lpr=32, rpt=4, u=4, warps=8, decode="dp4a-sr", pipe=0, minb=1),
-        # server 41.87 us, clean 38.08: sweeps of 2026-11-25, kernel of f60a1c9
-        (4096, 7168, 8): CudaConfig(lpr=32, rpt=8, u=1, warps=1, decode="dp4a-sr", v=1, pipe=0, minb=1),
-        # server 15.15 us, clean 14.64: sweeps of 2026-11-25, kernel of f60a1c9
-        (7168, 2048, 4): CudaConfig(lpr=32, rpt=4, u=1, warps=1, decode="dp4a-sr", v=1, pipe=0, minb=1),
-    },
-}
+# Measured per GPU model: kernels/tables.json (see "the measured tables" above); the retired
+# entries' configs stay tuner candidates.
+CUDA_MEASURED = _measured("cuda", CudaConfig)
+_CUDA_RETIRED = _measured("cuda", CudaConfig, "retired")
 
 
-# The small-shape rule (_cuda_small): on an H100 (2026-11-25), `python3 benchmarks/server_sweep.py
-# --grid small --rounds 10` at kit 4e112f3 timed 1503 configs over 15 shapes of 19 KB to 12.6 MB
-# (the nine official test shapes among them) under the server's protocol, and the rule's pick was
-# the fastest or within 2.0% of it on each (benchmarks/RESULTS.md, "Small shapes"; the numbers
-# below are means from that run). Such a call is a few DRAM round trips, not a long read: what wins
-# is one step per row, its b loads beside a's (pipe 2), one warp per block.
+# The small-shape rule (_cuda_small): `python3 benchmarks/server_sweep.py --grid small` timed 1503
+# configs over 15 shapes of 19 KB to 12.6 MB (the nine official test shapes among them) under the
+# server's protocol on an H100, and the rule's pick was the fastest or within 2.0% of it on each
+# (benchmarks/RESULTS.md, "Small shapes (the official test shapes), H100, 2026-11-25"; the data,
+# whose means the numbers below are: benchmarks/results/server-sweep-small-h100.json). Such a
+# call is a few DRAM round trips, not a long read: what wins is one step per row, its b loads
+# beside a's (pipe ab_first), one warp per block.
 _SMALL_U = 12  # most chunks per lane in one step: 9 won (2432x4608x2: 11.43 us, against 16.33 with
 # lpr 32, u 4 and a partial step); 16 lost to the K split (128x16384x1: 8.28-8.44 against 6.85 us)
 _SMALL_SPLIT_ROWS = 4  # K split over blocks below this many row groups per SM (128x16384x1: 1 per SM,
@@ -1325,10 +1874,10 @@ def _cuda_small(m: int, k: int, l: int, capability: tuple) -> CudaConfig:
         else:
             u = -(-per_lane // -(-per_lane // 8))
     rpt = 2 if u <= 2 and m * l // (32 // lpr) >= _SMALL_RPT2_WARPS * sms else 1
-    return CudaConfig(lpr, rpt, u, 1, cuda_default_decode(capability), v=1, pipe=2, kb=kb)
+    return CudaConfig(lpr, rpt, u, 1, cuda_default_decode(capability), v=1, pipe="ab_first", kb=kb)
 
 
-def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> CudaConfig:
+def cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> CudaConfig:
     """The config for a shape no table names: below the tuner's size the small-shape rule
     (_cuda_small); else the first family that fits the shape, else one with fewer lanes per
     row (and chunks per lane) where rows are short; the GPU's decode."""
@@ -1346,67 +1895,119 @@ def _cuda_default(m: int, k: int, l: int, capability: tuple = (9, 0)) -> CudaCon
     return CudaConfig(lpr, 1, u, 4 if 4 * (32 // lpr) <= 128 else 2, cuda_default_decode(capability), v=1, minb=0)
 
 
+_cuda_default = cuda_default
+
+
 # The public B200 leaders' geometry per K, in this kernel's config space: their threads and rows
-# per block, and their loads of a where the tile has two adjacent chunks per lane (load 6: one
-# 32-byte L1-no-allocate, L2-evict-first load, SASS LDG.E.NA.EFL2.256 on sm_100a as in theirs;
-# else load 0, no-allocate 16-byte loads). Timed by the tuner on compute capability 10.x beside
-# the kit's own candidates (each checked against the exact answer first); never measured on a
-# B200 by the kit, and load 6's sm_100a form never ran (its stand-in elsewhere: two 16-byte loads).
+# per block, and their loads of a where the tile has two adjacent chunks per lane
+# (no_allocate_l2_evict_first_256: one 32-byte L1-no-allocate, L2-evict-first load, SASS
+# LDG.E.NA.EFL2.256 on sm_100a as in theirs; else nc_no_allocate, no-allocate 16-byte loads).
+# Timed by the tuner on compute capability 10.x beside the kit's own candidates (each checked
+# against the exact answer first); never measured on a B200 by the kit, and the 32-byte load's
+# sm_100a form never ran (its stand-in elsewhere: two 16-byte loads).
 # From gau-nernst/gpu-mode-kernels, nvidia/nvfp4_gemv/
 # submission_v2h.py at aee9cda6b6444f774ce5eaee1ec1a5c84acaa521 ("v2h") and the first place's
 # code as BBuf/how-to-optim-algorithm-in-cuda, cuda-mode/Leaderboards, at
 # 1d341caa44f876ee2255d09ce40aaf3f213909f9 reproduces it ("rank1"); benchmarks/results/leaders-sm100a.md.
+_LD256 = CUDA_LOADS[6]  # no_allocate_l2_evict_first_256
 CUDA_LEADERS = {
-    16384: (CudaConfig(lpr=32, rpt=1, u=2, warps=1, load=6, ks=8),  # v2h: 256 threads on 1 row, 32 B per thread
-            CudaConfig(lpr=32, rpt=1, u=4, warps=1, load=6, ks=4)),  # rank1: 128 threads on 1 row
-    7168: (CudaConfig(lpr=16, rpt=1, u=2, warps=1, load=6, ks=7),  # v2h: 224 threads on 2 rows, one load each
-           CudaConfig(lpr=32, rpt=1, u=7, warps=4, v=1, load=0)),  # rank1: 128 threads on 4 rows
-    2048: (CudaConfig(lpr=16, rpt=1, u=4, warps=4, load=6),),  # v2h and rank1: 128 threads on 8 rows
+    16384: (CudaConfig(lpr=32, rpt=1, u=2, warps=1, load=_LD256, ks=8),  # v2h: 256 threads on 1 row, 32 B per thread
+            CudaConfig(lpr=32, rpt=1, u=4, warps=1, load=_LD256, ks=4)),  # rank1: 128 threads on 1 row
+    7168: (CudaConfig(lpr=16, rpt=1, u=2, warps=1, load=_LD256, ks=7),  # v2h: 224 threads on 2 rows, one load each
+           CudaConfig(lpr=32, rpt=1, u=7, warps=4, v=1, load="nc_no_allocate")),  # rank1: 128 threads on 4 rows
+    2048: (CudaConfig(lpr=16, rpt=1, u=4, warps=4, load=_LD256),),  # v2h and rank1: 128 threads on 8 rows
 }
 
 
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
-    what won on any GPU model for this shape, the families; six that fit, and on compute
-    capability 10.x an integer decode too on the top three (which decode wins there is unmeasured),
-    load 6 on those of the six with two chunks per lane, and the public leaders' geometry for this
-    K (CUDA_LEADERS)."""
+    what won on any GPU model for this shape (table entries, then retired ones), the families;
+    six that fit, and on compute capability 10.x an integer decode too on the top three (which
+    decode wins there is unmeasured), the 32-byte loads on those of the six with two chunks per
+    lane, and the public leaders' geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
-    cands = [_cuda_default(m, k, l, cap)]
+    cands = [cuda_default(m, k, l, cap)]
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:4]]
-    for table in CUDA_MEASURED.values():
+    for table in (*CUDA_MEASURED.values(), *_CUDA_RETIRED.values()):
         if (m, k, l) in table:
             cands.append(table[(m, k, l)]._replace(decode=None).with_decode(cap))
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES]
     cands = [c for c in dict.fromkeys(cands) if c.fits(m, k)][:6]
     if cap[0] >= 10:
         cands += [c._replace(decode="dp4a-sr2" if c.bsh else "dp4a-sr") for c in cands[:3]]
-        cands += [c._replace(load=6) for c in cands[:6] if c.v == 2]  # the leaders' 32-byte loads on the kit's tiles
+        cands += [c._replace(load=_LD256) for c in cands[:6] if c.v == 2]  # the leaders' 32-byte loads
         cands += [c.with_decode(cap) for c in CUDA_LEADERS.get(k, ()) if c.fits(m, k)]
     return list(dict.fromkeys(cands))
 
 
+# What NVRTC sees of the cuda backend, for the kernel revision (``kernel_revision``).
+_C_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/|\n|[^\S\n]+|\w+|.', re.S)
+
+
+def _c_tokens(source: str) -> str:
+    """C source as its tokens one space apart, comments and layout left out; a preprocessor
+    directive stays a line of its own (its continuation lines joined)."""
+    out, line = [], []
+    for tok in _C_TOKEN.findall(source.replace("\\\n", " ") + "\n"):
+        if tok == "\n":
+            if line and line[0] == "#":
+                out.append("\n" + " ".join(line) + "\n")
+            else:
+                out += [f"{x} " for x in line]
+            line = []
+        elif not (tok.isspace() or tok.startswith("//") or tok.startswith("/*")):
+            line.append(tok)
+    return "".join(out)
+
+
+def _cuda_revision_probes() -> list:
+    """(config, full, plain, probe) of the configs whose wrappers the revision hashes: one config,
+    and that config with each field changed to each of its names (decode, load, pipe), the other
+    value (a bool), or a few small integers, where the result is a config the kernel takes."""
+    base = CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2")
+    names = {"decode": _CUDA_DECODES, "load": CUDA_LOADS, "pipe": CUDA_PIPES}
+    cfgs = [base]
+    for field, value in zip(base._fields, base, strict=True):
+        alts = names.get(field) or ((not value,) if isinstance(value, bool) else (1, 2, 3, 2 * value + 2))
+        cfgs += [c for c in (base._replace(**{field: alt}) for alt in alts) if not c.problem()]
+    flags = [(full, plain, probe) for full in (True, False) for plain in (True, False) for probe in (False, True)]
+    return [(cfg, True, True, False) for cfg in dict.fromkeys(cfgs)] + [(base, *f) for f in flags]
+
+
+def _cuda_revision() -> str:
+    """The cuda backend's part of the kernel revision: the kernel source as tokens (no comments,
+    no layout), NVRTC's options for sm_90a and sm_100a, and for each probe config the wrapper
+    that cuda_kernel appends (the kernel's name left out), its grid and its threads per block."""
+    parts = [_c_tokens(CUDA_SRC)] + [" ".join(_cuda_options(arch)) for arch in ("sm_90a", "sm_100a")]
+    for cfg, full, plain, probe in _cuda_revision_probes():
+        name, source = cuda_kernel(cfg, full, plain, probe)
+        wrapper = _c_tokens(source[len(CUDA_SRC):].replace(name, "KERNEL"))
+        parts.append(f"{wrapper}| {cuda_grid(cfg, 56 * cfg.rows, 3, None)}")
+    return "\n".join(parts)
+
+
 def cuda_compile_variants() -> list:
-    """Every (config, full, plain) the cuda backend can launch: the configs of every table and
-    candidate list, and the default family, each with both layouts of the scales."""
+    """Every (config, full, plain) the cuda backend can launch: the configs of every table (its
+    retired entries too) and candidate list, and the default family, each with both layouts of the
+    scales."""
     cfgs = set()
-    for table in CUDA_MEASURED.values():
+    for table in (*CUDA_MEASURED.values(), *_CUDA_RETIRED.values()):
         cfgs.update(table.values())
     for m, k, l in TUNED_SHAPES:
         for cap in ((9, 0), (10, 0)):
             cfgs.update(_cuda_candidates(m, k, l, cap))
     for k in (64, 128, 256, 512, 1536, 2048, 4096, 7168, 16384):
         for cap in ((9, 0), (10, 0)):
-            cfgs.add(_cuda_default(128, k, 1, cap))
-            cfgs.add(_cuda_default(7168, k, 4, cap))
+            cfgs.add(cuda_default(128, k, 1, cap))
+            cfgs.add(cuda_default(7168, k, 4, cap))
     for m, k, l in _SMALL_SHAPES:
         for cap in ((9, 0), (10, 0)):
-            cfgs.add(_cuda_default(m, k, l, cap))
+            cfgs.add(cuda_default(m, k, l, cap))
     return [(cfg, full, plain) for cfg in sorted(cfgs) for full in (True, False) for plain in (True, False)]
 
 
 register(Backend("cuda", cuda_supported, _cuda_run, config=CudaConfig, candidates=_cuda_candidates,
-                 measured=CUDA_MEASURED, fast=_cuda_fast, ab_align=16))
+                 measured=CUDA_MEASURED, fast=_cuda_fast, ab_align=16, revision=_cuda_revision))
 
 
 # =========================================================================== backend: triton
@@ -1658,30 +2259,18 @@ def _nvfp4_gemv_kernel(
 
 
 
-# Eviction policy for A and its scales (read once): "evict_first" vs none differed by under
-# 1% either way on the H100 (within run-to-run spread); kept as the intent for bigger L2s.
-# ".cg" loads were 1-2% slower (and cannot combine with an eviction policy).
+# Eviction policy for A and its scales (read once): "evict_first" against none was within the
+# run-to-run spread on the H100; kept as the intent for bigger L2s. ".cg" loads were slower (and
+# cannot combine with an eviction policy). Measurements: benchmarks/NOTES.md, "Triton".
 _TRITON_EVICT = "evict_first"
-# The GPU's decode where a config names none: dp4a beat f16x2 by 1-5% (best configs: 29.3 vs
-# 30.9, 49.7 vs 51.5, 16.6 vs 17.0 us) and tl (fp32 per nibble) by 2x (H100).
+# The GPU's decode where a config names none: dp4a beat f16x2 and tl (fp32 per nibble) on every
+# benchmark shape of the H100 (benchmarks/NOTES.md, "Decode").
 _TRITON_DECODE = "dp4a"
 
-# Measured per GPU model (as CUDA_MEASURED; benchmarks/RESULTS.md, "Table entries").
-TRITON_MEASURED = {
-    "NVIDIA H100 80GB HBM3": {
-        # server 32.70 us, clean 30.27: sweep of 2026-11-25, kit 7228653, kernel 3c2611b17aeb
-        (7168, 16384, 1): TritonConfig(block_m=16, block_g=128, warps=4),
-        # server 55.15 us, clean 50.90: sweep of 2026-11-25, kit 7228653, kernel 3c2611b17aeb
-        (4096, 7168, 8): TritonConfig(block_m=8, block_g=64, warps=1),
-        # 16.4-16.9 us (ceiling 15.1-15.3): H100 sweeps of 2026-11-22
-        (7168, 2048, 4): TritonConfig(block_m=16, block_g=64, warps=2),
-    },
-    "NVIDIA H200": {
-        (7168, 16384, 1): TritonConfig(block_m=8, block_g=128, warps=2),  # 26.9 us: H200 sweep of 2026-11-25
-        (4096, 7168, 8): TritonConfig(block_m=16, block_g=32, warps=1),  # 40.4 us: H200 sweep of 2026-11-25
-        (7168, 2048, 4): TritonConfig(block_m=16, block_g=64, warps=2),  # 15.1 us: H200 sweep of 2026-11-25
-    },
-}
+# Measured per GPU model: kernels/tables.json (see "the measured tables" above; the retired
+# entries' configs are still compiled by the compile checks).
+TRITON_MEASURED = _measured("triton", TritonConfig)
+_TRITON_RETIRED = _measured("triton", TritonConfig, "retired")
 # The tiles that survived the H100 sweeps (benchmarks/NOTES.md, "Triton"), per K.
 _TRITON_EXTRA = {
     16384: (TritonConfig(8, 128, 2), TritonConfig(2, 128, 1), TritonConfig(16, 128, 4)),
@@ -1709,7 +2298,7 @@ def triton_configs(m: int, k: int, l: int) -> list:
     candidates, the configs measured for any GPU model, each with every decode but the probe
     and both scale layouts (what benchmarks/compile_table.py compiles)."""
     cfgs = _triton_candidates(m, k, l)
-    for table in TRITON_MEASURED.values():
+    for table in (*TRITON_MEASURED.values(), *_TRITON_RETIRED.values()):
         if (m, k, l) in table and table[(m, k, l)] not in cfgs:
             cfgs.append(table[(m, k, l)])
     return [cfg._replace(decode=decode, scales=scales) for cfg in cfgs for decode in _TRITON_DECODES[:3]
@@ -1818,8 +2407,78 @@ def triton_supported(device) -> tuple:
     return False, f"the triton kernel needs a CUDA GPU (or TRITON_INTERPRET=1 on the CPU), got {device.type}"
 
 
+# What Triton compiles for the triton backend, for the kernel revision (``kernel_revision``): this
+# file's text, read once at import (the copy a tool imports from a temporary file may be gone later).
+def _own_text() -> str:
+    try:
+        with open(__file__, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, NameError):  # no file: the revision's triton part is then empty
+        return ""
+
+
+_OWN_TEXT = _own_text()
+
+
+def _names_in(node: ast.AST) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _defined(node: ast.stmt) -> list:
+    """The names a top-level statement defines (functions, classes, assignments)."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def _is_jit(node: ast.stmt) -> bool:
+    """A top-level function decorated as a Triton kernel (``@triton.jit``, ``@_jit``, ...)."""
+    return isinstance(node, ast.FunctionDef) and any(
+        (d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else "").endswith("jit")
+        for d in node.decorator_list)
+
+
+def _code_text(node: ast.stmt) -> str:
+    """A definition as code, without docstrings, comments or layout; a class by its fields."""
+    if isinstance(node, ast.ClassDef):
+        return "\n".join(ast.unparse(s) for s in node.body if isinstance(s, ast.AnnAssign))
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if (isinstance(inner, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            inner.body = body[1:] or [ast.Pass()]
+    return ast.unparse(node)
+
+
+def _triton_revision() -> str:
+    """The triton backend's part of the kernel revision: this file's Triton kernels (top-level
+    @jit functions), the functions that launch them (name one), and every top-level definition
+    those reach, as code without docstrings, comments or layout (a class by its fields)."""
+    if not _OWN_TEXT:
+        return ""
+    body = ast.parse(_OWN_TEXT).body
+    defs = {name: node for node in body for name in _defined(node)}
+    kernels = {node.name for node in body if _is_jit(node)}
+    todo = [node for node in body if isinstance(node, ast.FunctionDef) and (_is_jit(node) or kernels & _names_in(node))]
+    found = {}
+    while todo:
+        node = todo.pop()
+        if id(node) in found:
+            continue
+        found[id(node)] = node
+        reach = _names_in(ast.Module([s for s in node.body if isinstance(s, ast.AnnAssign)], [])) if isinstance(
+            node, ast.ClassDef) else _names_in(node)
+        todo += [defs[name] for name in reach if name in defs]
+    return "\n".join(sorted(_code_text(node) for node in found.values()))
+
+
 register(Backend("triton", triton_supported, _triton_run, config=TritonConfig, candidates=_triton_candidates,
-                 measured=TRITON_MEASURED, fast=_triton_fast, ab_align=8))
+                 measured=TRITON_MEASURED, fast=_triton_fast, ab_align=8, revision=_triton_revision))
 
 
 # =========================================================================== backend: scaled_mm
@@ -2043,48 +2702,12 @@ _SMALL_SHAPES = ((128, 256, 1), (128, 1536, 1), (128, 3072, 1), (256, 7168, 1), 
                  (512, 512, 2), (512, 4096, 2), (512, 1536, 2))
 # Shapes moving fewer bytes than this are not tuned (the default config; timing candidates
 # would cost more than it could save). Below it the cuda backend's rule was within 2% of the best
-# of 1503 configs on 15 shapes (0-0.1 us a call; H100, 2026-11-25, benchmarks/RESULTS.md, "Small
-# shapes"), while tuning costs about 1.3 s on the first call with a shape (six candidates at about
-# 0.19 s of NVRTC each, measured as 492 kernels in 6.2 s on 15 processes, plus their timed calls).
+# of 1503 configs on 15 shapes (0-0.1 us a call on the H100; benchmarks/RESULTS.md, "Small shapes
+# (the official test shapes), H100, 2026-11-25"), while tuning costs about 1.3 s on the first call
+# with a shape (six candidates at about 0.19 s of NVRTC each, plus their timed calls;
+# benchmarks/RESULTS.md, "2026-11-25, kit fc2fcbc-21e5205: small shapes ...").
 _TUNE_MIN_BYTES = 16 << 20
 _CHOSEN = {}  # (device, backend, m, k, l) -> config picked in this process
-
-
-def _parse_config(cls, text: str):
-    """A config of type ``cls`` from ``name=value`` pairs (fields with defaults may be left out)
-    or from its positional form (``cls.of``); raises ValueError (one line)."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if all("=" not in p for p in parts):
-        try:
-            values = tuple(int(p) for p in parts)
-        except ValueError:
-            raise ValueError(f"{text!r}: a config is integers by position or name=value pairs "
-                             f"({', '.join(cls._fields)})") from None
-        return cls.of(values)
-    fields = {}
-    for p in parts:
-        name, sep, value = (x.strip() for x in p.partition("="))
-        if not sep:
-            raise ValueError(f"{text!r}: name every field once one is named ({', '.join(cls._fields)})")
-        if name not in cls._fields:
-            raise ValueError(f"{text!r}: no field {name!r} (fields: {', '.join(cls._fields)})")
-        fields[name] = int(value) if value.lstrip("-").isdigit() else value
-    missing = [f for f in cls._fields if f not in cls._field_defaults and f not in fields]
-    if missing:
-        raise ValueError(f"{text!r}: {', '.join(missing)} missing")
-    return cls(**fields)
-
-
-def _config_from(cls, value):
-    """``value`` as a config of type ``cls`` when it is one, text (``cls.parse``) or a dict of
-    fields; None for a sequence (each type's ``of`` reads its own positional form)."""
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str):
-        return cls.parse(value)
-    if isinstance(value, dict):
-        return cls(**value)
-    return None
 
 
 def _pinned_configs() -> dict:
@@ -2136,7 +2759,8 @@ def _gemv_bytes(m: int, k: int, l: int) -> int:
 
 def config_for(name: str, data, m: int, k: int, l: int):
     """The config of backend ``name`` for this shape: pinned by NVFP4_GEMV_CONFIG, else the
-    one measured for this GPU model, else (large shapes on a GPU) the fastest of the
+    one measured for this GPU model (unless its entry is stale: ``_table_entry``), else (large
+    shapes on a GPU) the fastest of the
     candidates timed now on these inputs, else the default; cached for the process.
     NVFP4_GEMV_TUNE=force times the candidates even where the table knows the GPU (to compare
     the tuner's pick with the table's), =off never times them. None for a backend without configs."""
@@ -2158,13 +2782,87 @@ def config_for(name: str, data, m: int, k: int, l: int):
         cfg = cands[0]
         if dev.type == "cuda":
             tune = _tune_mode()
-            known = (backend.measured or {}).get(torch.cuda.get_device_name(dev), {}).get((m, k, l))
+            known = _table_entry(name, torch.cuda.get_device_name(dev), (m, k, l))
             if known is not None and tune != "force":
                 cfg = known
             elif len(cands) > 1 and _gemv_bytes(m, k, l) >= _TUNE_MIN_BYTES and tune != "off":
                 cfg = _tune(name, data, m, k, l, cands)
         _CHOSEN[key] = cfg
     return cfg
+
+
+# --------------------------------------------------------------------------- the kernel revision
+#
+# A table entry says which config was fastest for the kernel it was measured with. The kernel
+# revision names that kernel: a hash of what each backend's compiler sees (its ``revision()``:
+# for cuda the kernel's tokens and the launch code's output, for triton the kernels' code), so
+# that comments and layout leave it as it is and any other edit changes it. Two revisions whose
+# compiled code is the same for a backend (benchmarks/sass_dump.py: every config both compile,
+# every target, the same instructions) are recorded in kernels/same_sass.json, and an entry of
+# either counts for the other.
+
+_REVISION = {}  # "current" -> this file's kernel revision (computed on first use)
+_STALE_SAID = []  # the warning about stale entries, once said
+
+
+def kernel_revision() -> str:
+    """This file's kernel revision: the first 12 hex digits of the sha256 of every backend's
+    ``revision()`` text (what its compiler sees, comments and layout left out)."""
+    if "current" not in _REVISION:
+        digest = hashlib.sha256()
+        for name, backend in sorted(BACKENDS.items()):
+            if backend.revision is not None:
+                digest.update(f"{name}\n{backend.revision()}\n\0".encode())
+        _REVISION["current"] = digest.hexdigest()[:12]
+    return _REVISION["current"]
+
+
+def same_sass(backend: str, revision: str, current: str | None = None) -> bool:
+    """Whether kernels of ``revision`` compile to the same code as those of ``current`` (default:
+    this file's) for ``backend``: the same revision, or one linked to it by a chain of the proofs
+    of kernels/same_sass.json."""
+    current = kernel_revision() if current is None else current
+    links = {}
+    for proof in json.loads(_SAME_SASS_JSON).get("proofs", []):
+        if proof.get("backend") == backend:
+            links.setdefault(proof["old"], set()).add(proof["new"])
+            links.setdefault(proof["new"], set()).add(proof["old"])
+    seen, todo = {revision}, [revision]
+    while todo:
+        for nxt in links.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return current in seen
+
+
+def stale_entries() -> list:
+    """[(backend, GPU model, (m, k, l), revision)] of the table entries measured with a kernel
+    revision that is neither this one nor made equal to it by a proof (``same_sass``): what
+    ``config_for`` ignores."""
+    return [(name, model, shape, info.get("kernel")) for name, model, shape, _, info in table_entries()
+            if not same_sass(name, info.get("kernel") or "")]
+
+
+def _table_entry(name: str, model: str, shape: tuple):
+    """The config backend ``name``'s table holds for ``model`` and ``shape``, or None: none there,
+    or the entry is stale (measured with another kernel; said once per process on stderr, and the
+    shape is treated as untabled)."""
+    cfg = (BACKENDS[name].measured or {}).get(model, {}).get(shape)
+    if cfg is None:
+        return None
+    revision = _ENTRIES.get((name, model, shape), {}).get("kernel") or ""
+    if same_sass(name, revision):
+        return cfg
+    if not _STALE_SAID:
+        stale = stale_entries()
+        _STALE_SAID.append(stale)
+        print(f"nvfp4_gemv: {len(stale)} table entr{'y' if len(stale) == 1 else 'ies'} measured with another kernel "
+              f"than this one (revision {kernel_revision()}) and no proof that it compiles alike (kernels/"
+              f"same_sass.json) ignored, the shapes untabled: "
+              + ", ".join(f"{b} {mdl} {'x'.join(map(str, s))} (kernel {r or 'not named'})" for b, mdl, s, r in stale),
+              file=sys.stderr)
+    return None
 
 
 # --------------------------------------------------------------------------- verified first use
@@ -2309,14 +3007,13 @@ _FLUSH = {}  # device -> scratch buffer of twice the L2 (zeroed between timed ca
 
 # Timed calls per candidate in a race, interleaved, each L2-cold. With 5 back-to-back calls on
 # one input (the first version) an H200 ranked configs by their L2-warm time; with 7 cold ones
-# the tuner still kept configs up to 8% slower than the table's (benchmarks/NOTES.md, "tuner").
+# the tuner still kept configs up to 8% slower than the table's (benchmarks/NOTES.md, "Tuner").
 # 21 calls cost well under 10 ms of GPU time per race, next to ~0.2 s of compiling per config.
 _RACE_REPS = 21
 # GPU cycles the device is kept busy (a spin, ~100 us at 2 GHz) after each flush, so that the host
 # part of the call being timed (Python, the launch) is hidden behind it and the events time the
-# device. Measured on an H100 (2026-11-25): with the flush alone a race timed both backends at
-# 42-49 us on 7168x16384x1 and 35-38 us on 7168x2048x4, with the spin 33 and 18 us (the host
-# path, not the kernels, was timed); 4096x7168x8 was the same either way.
+# device. On an H100, with the flush alone a race timed the host path, not the kernels, on
+# 7168x16384x1 and 7168x2048x4; 4096x7168x8 was the same either way (benchmarks/NOTES.md, "Tuner").
 _HOLD_CYCLES = 200_000
 
 

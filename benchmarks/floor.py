@@ -26,10 +26,11 @@ What is timed:
 * ``empty cuda``: an empty kernel with no parameters through the cuda backend's driver launch
   (NVRTC via ``submission.cuda_compile``, ``submission.cuda_driver().function`` and its
   ``launch``), one block of 32 threads;
-* ``kit params``, per benchmark shape: ``extern "C" __global__ void k(<submission._CUDA_PARAMS>)
-  {}`` launched with a ``submission._CudaLaunch`` on the grid (M / rows, L) and block size of
-  the config ``submission.config_for("cuda", ...)`` picks, on ``reference.generate_input`` data:
-  the kit's launch path and grid with a kernel that returns at once;
+* ``kit params``, per benchmark shape: ``submission.cuda_empty_kernel``, an empty kernel taking
+  the cuda backend's parameters, launched with ``submission.cuda_launch`` on the grid (M / rows,
+  L) and block size of the config ``submission.config_for("cuda", ...)`` picks, on
+  ``reference.generate_input`` data: the kit's launch path and grid with a kernel that returns at
+  once;
 * ``custom_kernel``, per benchmark shape: the kit's real entry point, for scale.
 
 The L2 clear's own cost is never between the events. The table gives median / mean µs per
@@ -134,8 +135,7 @@ def _empty_cuda(sub, dev):
 def kit_params_source() -> str:
     """An empty kernel with the cuda backend's parameter list (its integer types declared)."""
     import submission
-    return ("typedef unsigned int u32;\ntypedef unsigned short u16;\ntypedef long long i64;\n"
-            f'extern "C" __global__ void floor_params({submission._CUDA_PARAMS}) {{}}\n')
+    return submission.cuda_empty_kernel("floor_params")
 
 
 def _kit_params(sub, dev, data, m: int, k: int, l: int) -> tuple:
@@ -148,7 +148,7 @@ def _kit_params(sub, dev, data, m: int, k: int, l: int) -> tuple:
     scalars = (k // 32, a.stride(0), a.stride(2), b.stride(2), sfa.stride(0), sfa.stride(2), sfb.stride(2),
                c.stride(0), c.stride(2))
     grid, threads = sub.cuda_grid(cfg, m, l, dev)
-    run = sub._CudaLaunch(fn, grid, threads, scalars, None, m // cfg.rows)  # the K split's scratch: null, never read
+    run = sub.cuda_launch(fn, grid, threads, scalars, None, m // cfg.rows)  # the K split's scratch: null, never read
     return (lambda d: run(d[0], d[1], d[2], d[3], d[6])), (f"grid {grid[0]} x {grid[1]} x {grid[2]}, {threads} "
                                                           f"threads, {cfg!r}")
 

@@ -10,8 +10,11 @@ What is dumped:
   ``cuda_compile_variants()`` (every table entry, the tuner's candidates for H100/H200 and
   B200, the default family), compiled by NVRTC for sm_90a and sm_100a, disassembled with
   ``cuobjdump -sass``. Files are named by the config's eleven fields in the kernel's order
-  (lpr, rpt, u, warps, decode, v, load, pipe, minb, bsh, ks), the decode by its name, so that a
-  file written from a positional config and one from a named config of the same kernel compare.
+  (lpr, rpt, u, warps, decode, v, load, pipe, minb, bsh, ks), the decode by its name, the load
+  and pipe by their numbers and the bools as 0 / 1, so that files written from a positional
+  config, from one with numbered choices and from one with named choices (``CUDA_LOADS``,
+  ``CUDA_PIPES``) of the same kernel compare. The kernel's name (which spells its config, in a
+  form that has changed) is written as KERNEL in the SASS.
 * triton: every launch variant ``benchmarks/compile_table.py`` compiles (its
   ``launch_variants``), for cc 90 and cc 100, disassembled the same way; files named by the
   variant's constexprs (decode by name), warps and stages.
@@ -60,11 +63,19 @@ def _sass(cubin: bytes) -> str:
     return "\n".join(ln.rstrip() for ln in out.splitlines() if not _HEADER.match(ln)) + "\n"
 
 
+def _numbered(sub, name: str, value):
+    """A named config's field as file names write it: load and pipe by number, bools as 0 / 1."""
+    names = {"load": getattr(sub, "CUDA_LOADS", ()), "pipe": getattr(sub, "CUDA_PIPES", ())}.get(name, ())
+    if isinstance(value, str) and value in names:
+        return names.index(value)
+    return int(value) if isinstance(value, bool) else value
+
+
 def cuda_key(sub, cfg) -> str:
-    """The eleven fields of a cuda config, decode named, as a file-name stem (then any later
-    field that is not its default)."""
+    """The eleven fields of a cuda config, decode named, load and pipe numbered, as a file-name
+    stem (then any later field that is not its default)."""
     if hasattr(cfg, "_fields"):  # a named config
-        fields = list(cfg)
+        fields = [_numbered(sub, n, v) for n, v in zip(cfg._fields, cfg, strict=True)]
     else:  # positional (a file from before named configs): the fields it leaves out from its defaults
         shape = sub._CUDA_SHAPE
         fields = list(cfg) + list(shape)[len(cfg) - 5:]
@@ -73,7 +84,7 @@ def cuda_key(sub, cfg) -> str:
     # fields added after the first eleven (kb) named only where not their default, so that the
     # files of the kernels that existed before them keep their names
     extra = [f"{n}{v}" for n, v in zip(sub.CudaConfig._fields[CUDA_FIELDS:], fields[CUDA_FIELDS:], strict=True)
-             if v != sub.CudaConfig._field_defaults[n]]
+             if v != _numbered(sub, n, sub.CudaConfig._field_defaults[n])]
     return "-".join([str(x) for x in fields[:CUDA_FIELDS]] + extra)
 
 
@@ -85,7 +96,7 @@ def dump_cuda(sub, out: Path) -> int:
         for arch in CUDA_ARCHS:
             path = out / "cuda" / f"{cuda_key(sub, cfg)}.full{int(full)}.plain{int(plain)}.{arch}.sass"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"kernel {name}\n" + _sass(sub.cuda_compile(source, arch)))
+            path.write_text("kernel KERNEL\n" + _sass(sub.cuda_compile(source, arch)).replace(name, "KERNEL"))
             n += 1
         if i % 20 == 19 or i == len(variants) - 1:
             print(f"sass_dump: cuda {i + 1}/{len(variants)} variants", file=sys.stderr, flush=True)

@@ -63,13 +63,13 @@ def small_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
     l0 = 32
     while l0 > 2 and l0 > chunks:
         l0 //= 2
-    out = [S._cuda_default(m, k, l, cap)]
+    out = [S.cuda_default(m, k, l, cap)]
     for lpr in sorted({l0, max(2, l0 // 2)}):
         for u in sorted({2, 4, min(-(-chunks // lpr), 16)}):
             for warps in (1, 2, 4):
                 for kb in (1, 2, 4, 8, 16):
                     for rpt in (1, 2):
-                        for pipe in (1, 2):
+                        for pipe in ("a_first", "ab_first"):
                             c = S.CudaConfig(lpr, rpt, u, warps, dec, v=1, pipe=pipe, kb=kb)
                             if c.problem() or not c.fits(m, k):
                                 continue
@@ -84,10 +84,10 @@ def load_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
         base = [t[(m, k, l)]._replace(decode=None).with_decode(cap) for t in S.CUDA_MEASURED.values() if (m, k, l) in t]
         base += [f.with_decode(cap) for f in S.CUDA_FAMILIES if f.fits(m, k)][:4]
     else:
-        d = S._cuda_default(m, k, l, cap)
+        d = S.cuda_default(m, k, l, cap)
         base = [d] + ([d._replace(v=2)] if d.u % 2 == 0 else [])
     return list(dict.fromkeys(b._replace(load=ld, bload=bl) for b in dict.fromkeys(base)
-                              for ld in range(6) for bl in (0, 1)))
+                              for ld in S.CUDA_LOADS[:6] for bl in (False, True)))
 
 
 def gs_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         cubins = dict(ex.map(_compile, jobs.values(), chunksize=4))
     print(f"compiled {len(cubins)} kernels in {time.time() - t0:.1f} s", flush=True)
     for name, cubin in cubins.items():
-        S._CUDA_FUNCS[(dev, arch, name)] = S.cuda_driver().function(cubin, name, dev)
+        S.cuda_load(dev, name, cubin)
     floor = timing.bare_launch_floor(50)
     big = timing.read_ceiling(1 << 30, 2, 10)
     rec = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "grid": args.grid,
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
                        for c, t in times.items()), key=lambda r: r["mean"])
         nbytes = timing.gemv_bytes(m, k, l)
         entry = {"bytes": nbytes, "limit_us": rec["floor_us"] + nbytes / rec["read_bps"] * 1e6,
-                 "picked": repr(S._cuda_default(m, k, l, cap)), "rows": rows, "wrong": wrong}
+                 "picked": repr(S.cuda_default(m, k, l, cap)), "rows": rows, "wrong": wrong}
         if args.grid == "small":
             entry["server_read_us"] = timing.read_ceiling_server(nbytes, 20)["us"]
         rec["shapes"][f"{m}x{k}x{l}"] = entry

@@ -88,7 +88,7 @@ def test_variants_cover_what_the_kit_launches(compiled):
     for m, k, l, _ in BENCHMARKS:
         for cfg in submission.triton_configs(m, k, l):
             assert (cfg.block_m, cfg.block_g, cfg.warps, cfg.stages) in launched, (m, k, l, cfg)
-        for table in submission.TRITON_MEASURED.values():
+        for table in (t for t in submission.TRITON_MEASURED.values() if (m, k, l) in t):
             assert table[(m, k, l)] in submission.triton_configs(m, k, l) or \
                 table[(m, k, l)]._replace(decode="dp4a") in submission.triton_configs(m, k, l)
     assert {v["constexprs"]["PLAIN"] for v in variants} == {True, False}

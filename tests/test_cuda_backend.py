@@ -157,7 +157,7 @@ def test_b200_candidates_hold_the_leaders_geometry_for_each_benchmark_k():
         hopper = submission.BACKENDS["cuda"].candidates(m, k, l, (9, 0))
         leaders = [c.with_decode((10, 0)) for c in submission.CUDA_LEADERS[k]]
         assert leaders and all(c in b200 for c in leaders), (m, k, l)
-        assert not any(c.load == 0 and c in hopper for c in leaders)
+        assert not any(c.load == "nc_no_allocate" and c in hopper for c in leaders)
         assert len(b200) == len(set(b200))
 
 
@@ -200,9 +200,11 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         submission._cuda_run(data, m, k, l, cfg)
     (name, grid, threads, scalars, scratch), = built
     cfg = submission.CudaConfig.of(cfg)
-    decode = ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2").index(cfg.decode)  # the kernel name's number of it
-    assert name.startswith(f"nvfp4_gemv_{cfg.lpr}_{cfg.rpt}_{cfg.u}_{cfg.warps}_{decode}_")
-    assert name.endswith(f"_{int((k // 32) % (cfg.lpr * cfg.u) == 0)}{int(plain)}0")
+    decode = cfg.decode.replace("-", "_")
+    assert name.startswith(f"nvfp4_gemv_lpr{cfg.lpr}_rpt{cfg.rpt}_u{cfg.u}_w{cfg.warps}_{decode}_v{cfg.v}_{cfg.load}_"
+                           f"{cfg.pipe}")
+    assert name.endswith(("_full" if (k // 32) % (cfg.lpr * cfg.u) == 0 else "_tail")
+                         + ("_plain" if plain else "_permuted"))
     # K split: ks warps per row group, kb blocks (grid z) per row group
     assert grid == (m // cfg.rows, l, cfg.kb) and threads == 32 * cfg.warps * cfg.ks
     if cfg.kb == 1:
@@ -211,7 +213,7 @@ def test_cuda_launch_plumbing_with_a_stub_kernel(cfg, cpu_scales, monkeypatch):
         part, cnt = scratch
         assert part.dtype == torch.float32 and part.numel() == l * cfg.kb * m
         assert cnt.dtype == torch.int32 and cnt.numel() == l * m // cfg.rows and not cnt.any()
-        assert name.split("_")[-2].endswith(f"x{cfg.kb}")
+        assert f"_kb{cfg.kb}_" in name
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     assert scalars[:4] == (k // 32, a.stride(0), a.stride(2), b.stride(2))
     if plain:
@@ -250,13 +252,17 @@ def test_config_choice_measured_table_tuner_default_and_pin(monkeypatch):
     a large shape (here a stub tuner) and takes the default on a small one; the pick is cached
     per process; NVFP4_GEMV_CONFIG overrides all of it."""
     tuned = []
+    big = (7168, 2048, 4)
+    entry = submission.CudaConfig(lpr=8, rpt=1, u=4, warps=2, decode="dp4a-sr2", v=1, pipe="ptxas", minb=16, bsh=True)
+    monkeypatch.setitem(submission.CUDA_MEASURED, "NVIDIA H100 80GB HBM3", {big: entry})  # an entry of this kernel
+    monkeypatch.setitem(submission._ENTRIES, ("cuda", "NVIDIA H100 80GB HBM3", big),
+                        {"kernel": submission.kernel_revision()})
     monkeypatch.setattr(submission, "_CHOSEN", {})
     monkeypatch.setattr(submission, "_tune", lambda name, data, m, k, l, cands: tuned.append((name, m)) or cands[-1])
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
-    big = (7168, 2048, 4)
     data = [types.SimpleNamespace(device=torch.device("cuda", 0))]
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H100 80GB HBM3")
-    assert submission.config_for("cuda", data, *big) == submission.CUDA_MEASURED["NVIDIA H100 80GB HBM3"][big]
+    assert submission.config_for("cuda", data, *big) == entry
     monkeypatch.setattr(submission, "_CHOSEN", {})
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA B200")
     cands = submission.BACKENDS["cuda"].candidates(*big, (9, 0))
@@ -345,16 +351,17 @@ def test_load_6_is_one_32_byte_evict_first_load_on_blackwell_and_two_16_byte_one
             assert "LDG.E.NA.EFL2.256" in sass and "LDG.E.NA.128" not in sass, name
         else:
             assert "LDG.E.NA.128" in sass and ".256" not in sass, name
-    assert "load 0-6 (6: v 2)" in submission.CudaConfig(32, 1, 2, 1, load=6, v=1).problem()
+    assert "load no_allocate_l2_evict_first_256 needs v 2" in submission.CudaConfig(32, 1, 2, 1, load=6, v=1).problem()
 
 
 def test_load_6_falls_back_to_load_0_where_a_is_not_32_byte_aligned(monkeypatch):
-    """A 32-byte load needs a 32-byte aligned a: the launcher builds load 0 (the same values)
-    for an a 16 bytes off, and load 6 for an aligned one; the per-call fast path compares
+    """A 32-byte load (no_allocate_l2_evict_first_256, load 6) needs a 32-byte aligned a: the
+    launcher builds nc_no_allocate (load 0: the same values) for an a 16 bytes off, and the 32-byte
+    load for an aligned one; the per-call fast path compares
     pointers mod 32, so a call with the other alignment takes the first-call path again."""
     launches, _ = _stub_cuda_launches(monkeypatch)
     m, k, l = 128, 2048, 2
-    cfg = submission.CudaConfig(lpr=16, rpt=1, u=4, warps=4, decode="dp4a-sr", load=6)
+    cfg = submission.CudaConfig(lpr=16, rpt=1, u=4, warps=4, decode="dp4a-sr", load="no_allocate_l2_evict_first_256")
     aligned = _gen(m, k, l, 3, device="cpu")
     store = torch.empty(aligned[0].numel() + 64, dtype=torch.uint8)
     base = (32 - store.data_ptr() % 32) % 32 + 16  # 16 bytes past a 32-byte boundary
@@ -365,9 +372,91 @@ def test_load_6_falls_back_to_load_0_where_a_is_not_32_byte_aligned(monkeypatch)
         submission._cuda_run(data, m, k, l, cfg)
     built = [name for name, *_ in launches]
     if aligned[0].data_ptr() % 32 == 0:
-        assert "_261_" in built[0] and "_201_" in built[1], built  # v 2, load 6 / load 0, pipe 1
+        assert "_v2_no_allocate_l2_evict_first_256_a_first_" in built[0], built
+        assert "_v2_nc_no_allocate_a_first_" in built[1], built
     else:
-        assert all("_201_" in name for name in built), built
+        assert all("_v2_nc_no_allocate_a_first_" in name for name in built), built
+
+
+def test_kernel_names_spell_their_config_and_tell_every_variant_apart():
+    variants = submission.cuda_compile_variants()
+    names = [submission.cuda_kernel(*v)[0] for v in variants]
+    assert len(set(names)) == len(names)
+    cfg = submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe="ptxas", minb=2, bsh=True,
+                                ks=8)
+    assert submission.cuda_kernel(cfg, True, True)[0] == \
+        "nvfp4_gemv_lpr8_rpt2_u4_w1_dp4a_sr2_v1_l1_evict_first_ptxas_minb2_bsh_ks8_full_plain"
+    cfg = cfg._replace(bsh=False, ks=1, kb=4, bload=True, gs=0, load=0, pipe="ab_first", minb=0)
+    assert submission.cuda_kernel(cfg, False, False, probe=True)[0] == \
+        "nvfp4_gemv_lpr8_rpt2_u4_w1_dp4a_sr2_v1_nc_no_allocate_ab_first_kb4_b_evict_last_tail_permuted_probe"
+    with pytest.raises(ValueError, match="v must divide u"):
+        submission.cuda_kernel(cfg._replace(u=3, v=2), True, True)
+
+
+def test_the_kernels_enums_are_the_config_types_names():
+    """kernels/nvfp4_gemv.cu's enums LoadA, Pipe and DecodeId hold, in order, the names of
+    CUDA_LOADS, CUDA_PIPES and the cuda decodes (what cuda_kernel writes as template arguments),
+    numbered from 0 as the positional form numbers them."""
+    import re
+
+    cu = submission.CUDA_SRC
+    for enum, prefix, names in (("LoadA", "LD_", submission.CUDA_LOADS), ("Pipe", "PIPE_", submission.CUDA_PIPES),
+                                ("DecodeId", "DEC_", submission._CUDA_DECODES)):
+        body = re.search(r"enum " + enum + r" : int \{(.*?)\};", cu, re.S).group(1)
+        found = re.findall(r"(\w+) = (\d+)", re.sub(r"//[^\n]*", "", body))
+        assert found == [(prefix + n.upper().replace("-", "_"), str(i)) for i, n in enumerate(names)], enum
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_the_kernel_file_compiles_alone(arch):
+    """kernels/nvfp4_gemv.cu is C++ a compiler takes as it is: with NVFP4_GEMV_EXAMPLE it
+    instantiates one configuration (a bsh tile with K in 8 parts), which NVRTC builds for Hopper and
+    Blackwell."""
+    _nvrtc_or_skip()
+    from conftest import ROOT
+    text = (ROOT / "kernels" / "nvfp4_gemv.cu").read_text()
+    assert text == submission.CUDA_SRC
+    cubin = submission.cuda_compile(text, arch, {"NVFP4_GEMV_EXAMPLE": 1})
+    assert cubin[:4] == b"\x7fELF" and b"nvfp4_gemv_example" in cubin
+
+
+def test_compile_options_and_program_name_stay_those_of_every_build(monkeypatch):
+    """Without NVFP4_GEMV_LINEINFO=1 or POPCORN_NCU=1 the options are the kit's own, no line
+    information; the profiling variables add -lineinfo and name the program by a file holding
+    its text (what ncu --import-source reads)."""
+    assert submission._cuda_options("sm_90a") == ["--gpu-architecture=sm_90a", "-std=c++17", "--use_fast_math",
+                                                  "-DHAS_E2M1_CVT=0", "-DHAS_LD256=0"]
+    assert submission._cuda_options("sm_100a")[-2:] == ["-DHAS_E2M1_CVT=1", "-DHAS_LD256=1"]
+    for var in ("NVFP4_GEMV_LINEINFO", "POPCORN_NCU"):
+        monkeypatch.delenv(var, raising=False)
+    assert not submission._profiling()
+    monkeypatch.setenv("POPCORN_NCU", "0")
+    assert not submission._profiling()
+    monkeypatch.setenv("POPCORN_NCU", "1")
+    assert submission._profiling()
+    monkeypatch.delenv("POPCORN_NCU")
+    monkeypatch.setenv("NVFP4_GEMV_LINEINFO", "1")
+    assert submission._profiling()
+
+
+def test_a_profiled_build_carries_the_kernels_source_lines(monkeypatch):
+    """Under NVFP4_GEMV_LINEINFO=1 the cubin holds line information naming a file whose text is the
+    kernel's source (kernels/nvfp4_gemv.cu's lines, then the wrapper); without it, none."""
+    _nvrtc_or_skip()
+    cfg = submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe="ptxas", minb=2, bsh=True,
+                                ks=8)
+    name, source = submission.cuda_kernel(cfg, True, True)
+    monkeypatch.delenv("POPCORN_NCU", raising=False)
+    monkeypatch.delenv("NVFP4_GEMV_LINEINFO", raising=False)
+    plain = submission.cuda_compile(source, "sm_90a")
+    monkeypatch.setenv("NVFP4_GEMV_LINEINFO", "1")
+    profiled = submission.cuda_compile(source, "sm_90a")
+    path = submission._source_file(source)
+    with open(path) as f:
+        assert f.read() == source
+    folder, file = os.path.split(path)  # the line table names the folder and the file
+    assert folder.encode() in profiled and file.encode() in profiled and b"nvfp4_gemv_sources" not in plain
+    assert b".nv_debug_line_sass" in profiled and b".nv_debug_line_sass" not in plain
 
 
 # --------------------------------------------------------------------------- GPU

@@ -203,11 +203,11 @@ def test_unknown_backend_name_raises(monkeypatch):
     ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=... or triton=..."),
     ("NVFP4_GEMV_CONFIG", "scaled_mm=1", "'scaled_mm=1' is not cuda="),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 14 numbers"),
-    ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "cuda needs lpr in 2, 4, 8, 16, 32"),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "v 1 or 2 dividing u"),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "bsh 0 or 1 (1: lpr * u = 32)"),
-    ("NVFP4_GEMV_CONFIG", "cuda=8,2,4,8,3,1,2,0,1,1,8", "ks >= 1 (warps * ks <= 32)"),
-    ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr3", "decode one of dp4a, f16x2"),
+    ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "lpr (lanes per row) must be 2, 4, 8, 16 or 32"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "v must divide u"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "bsh needs lpr * u = 32"),
+    ("NVFP4_GEMV_CONFIG", "cuda=8,2,4,8,3,1,2,0,1,1,8", "warps * ks must be at most 32"),
+    ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr3", "decode must be one of dp4a, f16x2"),
     ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4", "'lpr=8,rpt=2,u=4': warps missing"),
     ("NVFP4_GEMV_CONFIG", "cuda=lpr=8,rpt=2,u=4,warps=1,lanes=2", "no field 'lanes' (fields: lpr, rpt, u, warps"),
     ("NVFP4_GEMV_CONFIG", "cuda=8,rpt=2,u=4,warps=1", "name every field once one is named"),
@@ -251,6 +251,160 @@ def test_good_settings_parse(monkeypatch):
     for value, mode in (("", "auto"), ("FORCE", "force"), (" off ", "off")):
         monkeypatch.setenv("NVFP4_GEMV_TUNE", value)
         assert submission._tune_mode() == mode
+
+
+CUDA_BASE = submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2")
+CUDA_BROKEN = [  # (fields that break exactly one rule of CUDA_BASE, that rule's words)
+    (dict(lpr=3), "lpr (lanes per row) must be 2, 4, 8, 16 or 32"),
+    (dict(rpt=0), "rpt (rows per lane) must be an integer >= 1"),
+    (dict(u=0), "u (chunks of a row per lane and step) must be an integer >= 1"),
+    (dict(warps=33), "warps must be an integer in 1..32"),
+    (dict(decode="dp4a-sr3"), "decode must be one of dp4a, f16x2, dp4a-sr, dp4a-sr2"),
+    (dict(v=3), "v (adjacent chunks per lane) must be 1 or 2"),
+    (dict(u=3), "v must divide u"),
+    (dict(load="fast"), "load must be one of nc_no_allocate, plain, l1_evict_first, cs"),
+    (dict(load="no_allocate_l2_evict_first_256", v=1), "load no_allocate_l2_evict_first_256 needs v 2"),
+    (dict(pipe="eager"), "pipe must be one of ptxas, a_first, ab_first"),
+    (dict(minb=-1), "minb must be an integer >= 0"),
+    (dict(bsh=2), "bsh must be a bool"),
+    (dict(bsh=True, lpr=4), "bsh needs lpr * u = 32"),
+    (dict(bsh=True, pipe="ab_first"), "pipe ab_first needs bsh False"),
+    (dict(ks=0), "ks must be an integer >= 1"),
+    (dict(warps=8, ks=8), "warps * ks must be at most 32"),
+    (dict(kb=65), "kb must be an integer in 1..64"),
+    (dict(bload=2), "bload must be a bool"),
+    (dict(gs=33), "gs must be an integer in 0..32"),
+    (dict(gs=2, kb=2), "gs > 0 needs ks = kb = 1"),
+]
+
+
+@pytest.mark.parametrize("fields, rule", CUDA_BROKEN, ids=[r.split(" must")[0].split(" needs")[0] + str(i)
+                                                           for i, (_, r) in enumerate(CUDA_BROKEN)])
+def test_a_cuda_config_that_breaks_a_rule_is_told_that_rule(fields, rule):
+    """problem() names the one rule a config breaks (and the config), in one line."""
+    cfg = CUDA_BASE._replace(**fields)
+    problem = cfg.problem()
+    assert problem == f"cuda config {cfg!r}: " + next(r for _, r in submission._CUDA_RULES if r.startswith(rule))
+    assert CUDA_BASE.problem() == ""
+
+
+def test_every_cuda_rule_has_its_case():
+    assert len(submission._CUDA_RULES) == len(CUDA_BROKEN)
+    for _, rule in submission._CUDA_RULES:
+        assert any(rule.startswith(words) for _, words in CUDA_BROKEN), rule
+
+
+def test_loads_pipes_and_bools_by_number_are_the_named_config():
+    """Load and pipe by number (their place in CUDA_LOADS, CUDA_PIPES) and bsh / bload as 0 / 1,
+    the forms configs were recorded in, give the config with the names and bools: equal, the
+    same hash and repr, by construction, _replace, of() and parse()."""
+    named = submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, load="nc_no_allocate",
+                                  pipe="ptxas", minb=2, bsh=True, ks=8, bload=True)
+    numbered = submission.CudaConfig(8, 2, 4, 1, "dp4a-sr2", 1, 0, 0, 2, 1, 8, 1, 1)
+    assert named == numbered and hash(named) == hash(numbered) and repr(named) == repr(numbered)
+    assert (named.load, named.pipe, named.bsh, named.bload) == ("nc_no_allocate", "ptxas", True, True)
+    assert named.positional() == (8, 2, 4, 1, 3, 1, 0, 0, 2, 1, 8, 1, 1, 0)
+    assert submission.CudaConfig.of(named.positional()) == named
+    assert named._replace(load=6, pipe=2, bsh=0).load == "no_allocate_l2_evict_first_256"
+    assert named._replace(load=6, pipe=2, bsh=0)[7:10] == ("ab_first", 2, False)
+    assert submission.CudaConfig.parse("8,2,4,1,3,1,0,0,2,1,8,1,1") == named
+    assert submission.CudaConfig.parse("lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,load=0,pipe=0,minb=2,"
+                                       "bsh=1,ks=8,bload=1") == named
+    assert submission.CudaConfig.parse(repr(named)[len("CudaConfig("):-1].replace(" ", "").replace('"', "")) == named
+    assert repr(named) == ('CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, load="nc_no_allocate", '
+                           'pipe="ptxas", minb=2, bsh=True, ks=8, bload=True)')
+
+
+# --------------------------------------------------------------------------- the tables' kernel revision
+
+def _tables_module(name: str, tables: dict, proofs: list | None = None):
+    """submission.py with its copy of kernels/tables.json (and of the proofs) replaced, imported
+    as a module of its own from a file of its own."""
+    import json
+    import tempfile
+
+    import bundle
+
+    lines = (ROOT / "submission.py").read_text().splitlines()
+    same_sass = json.loads((ROOT / "kernels" / "same_sass.json").read_text())
+    if proofs is not None:
+        same_sass["proofs"] += proofs
+    for block in reversed(bundle.blocks("\n".join(lines))):
+        content = {"kernels/tables.json": tables, "kernels/same_sass.json": same_sass}.get(block.path)
+        if content is not None:
+            lines[block.first:block.end] = json.dumps(content, indent=2).splitlines()
+    path = os.path.join(tempfile.mkdtemp(prefix="nvfp4_tables_"), f"{name}.py")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_shipped_table_entry_is_stale():
+    """Every entry of kernels/tables.json names the kernel revision it was measured with, and
+    that is this kernel's or one kernels/same_sass.json proves equal to it: a stale entry fails
+    here (re-measure it, prove its SASS equal with benchmarks/sass_dump.py, or retire it)."""
+    assert submission.stale_entries() == []
+    entries = submission.table_entries()
+    for name, model, shape, _, record in entries:
+        assert re.fullmatch(r"[0-9a-f]{12}", record["kernel"] or ""), (name, model, shape)
+        assert record["kit"] and re.fullmatch(r"\d{4}-\d{2}-\d{2}", record["date"]), (name, model, shape)
+        assert submission.same_sass(name, record["kernel"])
+    assert re.fullmatch(r"[0-9a-f]{12}", submission.kernel_revision())
+
+
+STALE = "0123456789ab"  # a kernel revision no proof links to this one
+
+
+def _planted(tables: dict, model: str, shape: list, config: str) -> dict:
+    entry = {"shape": shape, "config": config, "kernel": STALE, "kit": "0000000", "date": "2026-11-26",
+             "server_us": 1.0, "clean_us": 1.0, "sweep": "planted"}
+    tables.setdefault("tables", {}).setdefault("cuda", {}).setdefault(model, []).append(entry)
+    return tables
+
+
+def test_a_stale_entry_is_ignored_with_one_warning_and_its_shape_untabled(monkeypatch, capsys):
+    """Entries measured with another kernel (no proof links their revision to this one) are not
+    used: the first lookup of one says so once on stderr, naming every stale entry, and the shape
+    goes to the tuner as on a GPU no table names; later lookups say nothing more. A proof in
+    kernels/same_sass.json that the revision compiles alike makes the same entry count."""
+    import json
+    import types
+
+    model = "NVIDIA H100 80GB HBM3"
+    tables = json.loads((ROOT / "kernels" / "tables.json").read_text())
+    for shape in ([7168, 2048, 4], [4096, 7168, 8]):
+        tables["tables"].get("cuda", {}).get(model, [])[:] = [
+            e for e in tables["tables"].get("cuda", {}).get(model, []) if e["shape"] != shape]
+        _planted(tables, model, shape, "lpr=32,rpt=1,u=2,warps=1,decode=dp4a-sr")
+    planted = submission.CudaConfig(lpr=32, rpt=1, u=2, warps=1, decode="dp4a-sr")
+    stale = _tables_module("_stale_tables", tables)
+    assert {(b, m, s) for b, m, s, r in stale.stale_entries() if r == STALE} == {
+        ("cuda", model, (7168, 2048, 4)), ("cuda", model, (4096, 7168, 8))}
+    tuned = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: model)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    monkeypatch.delenv("NVFP4_GEMV_CONFIG", raising=False)
+    monkeypatch.delenv("NVFP4_GEMV_TUNE", raising=False)
+    data = [types.SimpleNamespace(device=torch.device("cuda", 0))]
+    monkeypatch.setattr(stale, "_tune", lambda name, data, m, k, l, cands: tuned.append((m, k, l)) or cands[-1])
+    capsys.readouterr()
+    for shape in ((7168, 2048, 4), (4096, 7168, 8)):
+        assert stale.config_for("cuda", data, *shape) != planted
+    assert tuned == [(7168, 2048, 4), (4096, 7168, 8)]  # untabled: the tuner decided
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("nvfp4_gemv: 2 table entries measured with another kernel"), err
+    assert f"cuda {model} 7168x2048x4 (kernel {STALE})" in err[0]
+    assert f"(revision {submission.kernel_revision()})" in err[0]
+
+    proven = _tables_module("_proven_tables", tables, [
+        {"backend": "cuda", "old": STALE, "new": submission.kernel_revision(), "compared": "planted"}])
+    monkeypatch.setattr(proven, "_tune", lambda *a: pytest.fail("a proven entry is not tuned"))
+    assert proven.stale_entries() == [] and proven.config_for("cuda", data, 7168, 2048, 4) == planted
+    assert capsys.readouterr().err == ""
 
 
 def test_pinned_triton_block_must_divide_m(monkeypatch):
