@@ -1808,13 +1808,17 @@ def cuda_supported(device) -> tuple:
 # Config families, without a decode (the GPU's default): the winners of the H100 and H200
 # sweeps, the first that fits being the default for shapes no table names. The first four are
 # bsh tiles, chosen under SM pressure (an H100 restricted to a B200's bytes per SM), the fourth
-# splitting K; the rest won whole-GPU sweeps. Each family's record: benchmarks/NOTES.md, "Tiles"
-# (a row per family) and "K split".
+# splitting K; the fifth and sixth one-row bsh tiles with more warps per SM, the best at an H200's
+# bytes per SM (an H100 at 96 SMs) on 4096x7168x8 and 7168x2048x4 (benchmarks/NOTES.md, "The cuda
+# kernel at 96 SMs (an H200's bytes per SM)"); the rest won whole-GPU sweeps. Each family's record:
+# benchmarks/NOTES.md, "Tiles" (a row per family) and "K split".
 CUDA_FAMILIES = (
     CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=20, bsh=True),  # bsh, the best at 64 SMs
     CudaConfig(lpr=8, rpt=1, u=4, warps=2, v=1, pipe="ptxas", minb=16, bsh=True),  # bsh, two warps
     CudaConfig(lpr=4, rpt=2, u=8, warps=1, v=1, pipe="ptxas", minb=16, bsh=True),  # fewest sm_100a instructions
     CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=5, bsh=True, ks=4),  # K in 4 parts, 64 SMs
+    CudaConfig(lpr=8, rpt=1, u=4, warps=4, v=1, pipe="ptxas", minb=8, bsh=True),  # one row, 4 warps: 96 SMs
+    CudaConfig(lpr=8, rpt=1, u=4, warps=1, v=1, pipe="ptxas", minb=32, bsh=True),  # one row, 1 warp: 96 SMs
     CudaConfig(lpr=32, rpt=2, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H100 4096x7168x8, 7168x2048x4
     CudaConfig(lpr=32, rpt=8, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H200 4096x7168x8
     CudaConfig(lpr=32, rpt=4, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H200 7168x2048x4
@@ -1919,20 +1923,26 @@ CUDA_LEADERS = {
 }
 
 
+_PRESSURE_FAMILIES = 6  # the first families, the bsh tiles that won under SM pressure, timed first
+_TUNE_CANDIDATES = 8  # configs the tuner times per shape (before the compute capability 10.x extras): the
+# six SM-pressure tiles and two of the GPU tables' (benchmarks/NOTES.md, "The cuda kernel at 96 SMs (an
+# H200's bytes per SM)"); about 0.19 s of NVRTC each (benchmarks/NOTES.md, "Build")
+
+
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
     what won on any GPU model for this shape (table entries, then retired ones), the families;
-    six that fit, and on compute capability 10.x an integer decode too on the top three (which
+    eight that fit, and on compute capability 10.x an integer decode too on the top three (which
     decode wins there is unmeasured), the 32-byte loads on those of the six with two chunks per
     lane, and the public leaders' geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
     cands = [cuda_default(m, k, l, cap)]
-    cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:4]]
+    cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:_PRESSURE_FAMILIES]]
     for table in (*CUDA_MEASURED.values(), *_CUDA_RETIRED.values()):
         if (m, k, l) in table:
             cands.append(table[(m, k, l)]._replace(decode=None).with_decode(cap))
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES]
-    cands = [c for c in dict.fromkeys(cands) if c.fits(m, k)][:6]
+    cands = [c for c in dict.fromkeys(cands) if c.fits(m, k)][:_TUNE_CANDIDATES]
     if cap[0] >= 10:
         cands += [c._replace(decode="dp4a-sr2" if c.bsh else "dp4a-sr") for c in cands[:3]]
         cands += [c._replace(load=_LD256) for c in cands[:6] if c.v == 2]  # the leaders' 32-byte loads
