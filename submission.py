@@ -923,7 +923,7 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, float& g0,
 // an exact stand-in so that this path is tested off Blackwell.
 // Byte J of w (two e2m1 values) -> fp16x2. Blackwell's conversion reads the byte in place
 // (SASS F2FP.F16.E2M1.UNPACK_B with a byte selector: no shift to bring it down; the instruction
-// counts: benchmarks/NOTES.md, "Blackwell's conversion without shifts; the persistent ring revisited").
+// counts: benchmarks/NOTES.md, "The e2m1 conversion with a byte selector").
 template <int J>
 __device__ __forceinline__ u32 e2m1x2(u32 w) {
   u32 d;
@@ -1066,8 +1066,8 @@ __device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const
   // (lo + hi) * s_g formed exactly (lo * s_g is exact, and so is the sum: lo + hi has <= 12
   // significant bits, s_g 11), then one add per group, as the integer decodes do. Adding the
   // two products to acc one by one (two fewer instructions) rounds twice per group and fails the
-  // 1e-3 check on full-range rows with heavy cancellation (benchmarks/NOTES.md, "cuda backend
-  // under SM pressure: BSH tiles").
+  // 1e-3 check on full-range rows with heavy cancellation (benchmarks/NOTES.md, "The f16x2
+  // decode's group sum").
   acc += fma_h<1, 0>(h0, s, fma_h<0, 0>(h0, s, 0.f));
   return acc + fma_h<1, 1>(h1, s, fma_h<0, 1>(h1, s, 0.f));
 }
@@ -1836,7 +1836,7 @@ _CUDA_RETIRED = _measured("cuda", CudaConfig, "retired")
 # The small-shape rule (_cuda_small): `python3 benchmarks/server_sweep.py --grid small` timed 1503
 # configs over 15 shapes of 19 KB to 12.6 MB (the nine official test shapes among them) under the
 # server's protocol on an H100, and the rule's pick was the fastest or within 2.0% of it on each
-# (benchmarks/RESULTS.md, "Small shapes (the official test shapes), H100, 2026-11-25"; the data,
+# (benchmarks/RESULTS.md, "Small shapes"; the data,
 # whose means the numbers below are: benchmarks/results/server-sweep-small-h100.json). Such a
 # call is a few DRAM round trips, not a long read: what wins is one step per row, its b loads
 # beside a's (pipe ab_first), one warp per block.
@@ -2712,10 +2712,9 @@ _SMALL_SHAPES = ((128, 256, 1), (128, 1536, 1), (128, 3072, 1), (256, 7168, 1), 
                  (512, 512, 2), (512, 4096, 2), (512, 1536, 2))
 # Shapes moving fewer bytes than this are not tuned (the default config; timing candidates
 # would cost more than it could save). Below it the cuda backend's rule was within 2% of the best
-# of 1503 configs on 15 shapes (0-0.1 us a call on the H100; benchmarks/RESULTS.md, "Small shapes
-# (the official test shapes), H100, 2026-11-25"), while tuning costs about 1.3 s on the first call
-# with a shape (six candidates at about 0.19 s of NVRTC each, plus their timed calls;
-# benchmarks/RESULTS.md, "2026-11-25, kit fc2fcbc-21e5205: small shapes ...").
+# of 1503 configs on 15 shapes (0-0.1 us a call on the H100; benchmarks/RESULTS.md, "Small
+# shapes"), while tuning costs about 1.3 s on the first call with a shape (six candidates at
+# about 0.19 s of NVRTC each, plus their timed calls; benchmarks/history/2026-11-25-h100-fc2fcbc-21e5205.md).
 _TUNE_MIN_BYTES = 16 << 20
 _CHOSEN = {}  # (device, backend, m, k, l) -> config picked in this process
 

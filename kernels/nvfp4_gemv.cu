@@ -193,7 +193,7 @@ __device__ __forceinline__ void dot_chunk(const Q& a, const BDp4a& b, float& g0,
 // an exact stand-in so that this path is tested off Blackwell.
 // Byte J of w (two e2m1 values) -> fp16x2. Blackwell's conversion reads the byte in place
 // (SASS F2FP.F16.E2M1.UNPACK_B with a byte selector: no shift to bring it down; the instruction
-// counts: benchmarks/NOTES.md, "Blackwell's conversion without shifts; the persistent ring revisited").
+// counts: benchmarks/NOTES.md, "The e2m1 conversion with a byte selector").
 template <int J>
 __device__ __forceinline__ u32 e2m1x2(u32 w) {
   u32 d;
@@ -336,8 +336,8 @@ __device__ __forceinline__ float accumulate(float acc, const Q& a, u32 sa, const
   // (lo + hi) * s_g formed exactly (lo * s_g is exact, and so is the sum: lo + hi has <= 12
   // significant bits, s_g 11), then one add per group, as the integer decodes do. Adding the
   // two products to acc one by one (two fewer instructions) rounds twice per group and fails the
-  // 1e-3 check on full-range rows with heavy cancellation (benchmarks/NOTES.md, "cuda backend
-  // under SM pressure: BSH tiles").
+  // 1e-3 check on full-range rows with heavy cancellation (benchmarks/NOTES.md, "The f16x2
+  // decode's group sum").
   acc += fma_h<1, 0>(h0, s, fma_h<0, 0>(h0, s, 0.f));
   return acc + fma_h<1, 1>(h1, s, fma_h<0, 1>(h1, s, 0.f));
 }
