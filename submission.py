@@ -283,42 +283,44 @@ _TABLES_JSON = r"""
           "sweep": "bench_kernel.py --sweep"
         }
       ]
-    }
-  },
-  "retired": {
+    },
     "cuda": {
       "NVIDIA H100 80GB HBM3": [
         {
           "shape": [7168, 16384, 1],
-          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
-          "kernel": "dd5bdb48218a",
-          "kit": "c3c10fd",
-          "date": "2026-11-25",
-          "server_us": 30.53,
-          "clean_us": 27.38,
+          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=3,bsh=True,ks=8",
+          "kernel": "1f1f601d0d8b",
+          "kit": "67ff91f",
+          "date": "2026-11-26",
+          "server_us": 30.14,
+          "clean_us": 27.23,
           "sweep": "bench_kernel.py --sweep"
         },
         {
           "shape": [4096, 7168, 8],
-          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=2,bsh=True,ks=8",
-          "kernel": "dd5bdb48218a",
-          "kit": "c3c10fd",
-          "date": "2026-11-25",
-          "server_us": 51.22,
-          "clean_us": 48.77,
+          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=4,bsh=True,ks=7",
+          "kernel": "1f1f601d0d8b",
+          "kit": "67ff91f",
+          "date": "2026-11-26",
+          "server_us": 50.78,
+          "clean_us": 47.63,
           "sweep": "bench_kernel.py --sweep"
         },
         {
           "shape": [7168, 2048, 4],
-          "config": "lpr=8,rpt=1,u=4,warps=2,decode=dp4a-sr2,v=1,pipe=ptxas,minb=16,bsh=True",
-          "kernel": "3c2611b17aeb",
-          "kit": "6fadabf",
-          "date": "2026-11-25",
-          "server_us": 17.65,
-          "clean_us": 16.03,
+          "config": "lpr=8,rpt=1,u=4,warps=4,decode=dp4a-sr2,v=1,pipe=ptxas,minb=8,bsh=True",
+          "kernel": "1f1f601d0d8b",
+          "kit": "67ff91f",
+          "date": "2026-11-26",
+          "server_us": 17.57,
+          "clean_us": 15.76,
           "sweep": "bench_kernel.py --sweep"
         }
-      ],
+      ]
+    }
+  },
+  "retired": {
+    "cuda": {
       "NVIDIA H200": [
         {
           "shape": [7168, 16384, 1],

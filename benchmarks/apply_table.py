@@ -44,6 +44,7 @@ import copy
 import difflib
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -62,6 +63,7 @@ TABLES = Path("kernels") / "tables.json"  # beside the submission file
 # (the rule of the table's entries of 2026-11-25: both times drift by ~1% between runs).
 TIE = 0.01
 BACKEND_ORDER = ("cuda", "triton")  # order of the backends in the report
+ENV_KIT_REVISION = "NVFP4_GEMV_KIT_REVISION"
 
 
 class Refused(Exception):
@@ -82,7 +84,11 @@ def kernel_revision(path: Path | str = SUBMISSION, text: str | None = None) -> s
 
 def kit_revision(root: Path | str = ROOT) -> str:
     """The git commit of the checkout at ``root`` (12 hex digits), with "-dirty" when tracked
-    files differ from it; "unknown" where ``root`` is not a git checkout (or git is missing)."""
+    files differ from it; "unknown" where ``root`` is not a git checkout (or git is missing).
+    ``NVFP4_GEMV_KIT_REVISION`` overrides it: a copy of the tree whose .git is not the tree's own
+    (a remote GPU machine's copy of a working tree) is told its revision by whoever made it."""
+    if os.environ.get(ENV_KIT_REVISION):
+        return os.environ[ENV_KIT_REVISION]
     root = Path(root)
     if not (root / ".git").exists():
         return "unknown"
@@ -201,15 +207,24 @@ def picks(results: dict, mod) -> dict:
     """{(backend, m, k, l): {"ranked": [records], "records": [all records], "skipped": n}}
     of every swept (backend, shape) with a config to write (backends without configs, such as
     scaled_mm, are left out); each record's config read by the backend's config type of the
-    submission module ``mod`` (a positional record too)."""
+    submission module ``mod`` (a positional record too). A config that names no decode ran with the
+    GPU's default one (its type's ``with_decode`` at the sweep's compute capability), and is written so."""
     out = {}
+    capability = tuple(results.get("info", {}).get("capability") or ())
     for key, records in results["sweeps"].items():
         shape, backend = key.split()
         m, k, l = (int(x) for x in shape.split("x"))
         kind = getattr(mod.BACKENDS.get(backend), "config", None)
         if kind is None or all(r.get("cfg") is None for r in records):
             continue
-        records = [dict(r, cfg=None if r.get("cfg") is None else kind.of(r["cfg"])) for r in records]
+
+        def read(cfg, kind=kind):
+            cfg = kind.of(cfg)
+            if capability and getattr(cfg, "decode", "") is None and hasattr(cfg, "with_decode"):
+                cfg = cfg.with_decode(capability)
+            return cfg
+
+        records = [dict(r, cfg=None if r.get("cfg") is None else read(r["cfg"])) for r in records]
         ranked = rank(records)
         out[(backend, m, k, l)] = {"ranked": ranked, "records": records, "skipped": len(records) - len(ranked)}
     return out
