@@ -3,7 +3,9 @@ and how sure is that?
 
 Every file is first checked as eval.py checks a submission: the server's upload rules
 (``harness.static_problems``; a missing ``#!POPCORN`` header line is noted, not failed: popcorn-cli
-reads those lines, the server's harness does not) and test mode on the official test shapes
+reads those lines, the server's harness does not), the server's pre-check where KernelGuard is
+installed (``harness.kernelguard_precheck``: a file it would reject fails; without it, a note) and
+test mode on the official test shapes
 (``--check-shapes``), each file in its own long-lived worker process (``harness.Worker``). A file
 that fails gets one line and is not timed. Without CUDA the run stops there: one line says
 timing needs a CUDA GPU, exit 2.
@@ -402,10 +404,14 @@ def git_revision(path: Path) -> str | None:
 
 def check_file(worker: harness.Worker, path: Path, cases: list) -> tuple[str, str]:
     """('' or why the file fails, in one line; the backend it picks) -- the upload rules, the
-    backend it can run here, then test mode on ``cases`` in its worker."""
+    server's pre-check where KernelGuard is installed (``harness.kernelguard_precheck``; a file it
+    would reject fails), the backend it can run here, then test mode on ``cases`` in its worker."""
     fails = harness.static_problems(path)
     if fails:
         return fails[0], ""
+    found = harness.precheck_file(path)
+    if found.rejected:
+        return f"the server's pre-check would refuse it: {found.summary()}", ""
     status, backend = harness.backend_status(worker)
     if status in ("invalid setting", "cannot run"):
         return f"the submission {'rejects its settings' if status == 'invalid setting' else 'cannot run here'}: " \
@@ -477,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python3 eval.py ab",
         description="Paired A/B timing: each NEW against BASE under the server's timed loop, rounds in "
-                    "alternating order, with a 95%% interval on the ratio NEW / BASE and a verdict for this GPU.")
+                    "alternating order, with a 95% interval on the ratio NEW / BASE and a verdict for this GPU.")
     p.add_argument("files", nargs="+", metavar="FILE", help="BASE NEW [NEW ...] (submission files)")
     p.add_argument("--shapes", default="benchmarks", metavar="|".join(harness.SHAPE_SETS) + "|FILE",
                    help="the timed shapes (default %(default)s)")
@@ -580,8 +586,13 @@ def _run(args, cases: dict) -> int:
     labels, pairs = labels_for(len(args.files), args.new_first)
     leaderboard = args.mode == "leaderboard"
     files = []
+    guard_missing = not harness.kernelguard_precheck("").installed
+    if guard_missing:
+        _progress("[ab] the server's pre-check is not run: " + harness.Precheck(installed=False).summary())
     for label, path in zip(labels, args.files, strict=True):
         notes = harness.header_warnings(Path(path))
+        if guard_missing:
+            notes.append("the server's pre-check was not run: " + harness.Precheck(installed=False).summary())
         files.append({"label": label, "path": path, "sha256": sha256_of(Path(path)), "git": git_revision(Path(path)),
                       "notes": notes, "passed": False, "error": "", "backend": ""})
     workers = _new_workers(files, args)  # set 1 starts in file order

@@ -39,8 +39,13 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   time, fails.
 
 Once per file: the server's static rules (``harness.static_problems``: empty, size, UTF-8, the
-forbidden word; FAIL) and popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
-INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``).
+forbidden word; FAIL), popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
+INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``) and
+the server's pre-check (``harness.kernelguard_precheck``: KernelGuard 0.3.1, the version
+gpu-mode/kernelbot pins, with its default profile; FAIL with the matched rules where it would
+reject the file, INFO with its classification and rules otherwise, and INFO with the install
+command where it is not installed). The deployment's own switch (``KERNELGUARD_ENABLED``),
+profile and configuration are not public: a file it passes here may still be refused there.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ GPU_SHAPES = ((1024, 7168, 4), (256, 1024, 2))  # like 4096x7168x8 (K, several L
 SEED = 4242
 DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
 SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
+PRECHECK = "pre-check (KernelGuard)"
 
 
 @dataclasses.dataclass
@@ -337,7 +343,17 @@ def static_checks(path: Path) -> list[Check]:
     warnings = harness.header_warnings(path)
     out.append(Check("INFO", "header lines", "; ".join(warnings)) if warnings else
                Check("PASS", "header lines", "both #!POPCORN lines on top (popcorn-cli reads them)"))
+    out.append(precheck_check(path))
     return out
+
+
+def precheck_check(path: Path) -> Check:
+    """The server's pre-check (``harness.kernelguard_precheck``: KernelGuard at the version
+    kernelbot pins, default profile): FAIL naming the matched rules where it would reject the
+    file, INFO with its classification and rules otherwise, INFO with the install command where
+    it is not installed."""
+    found = harness.precheck_file(path)
+    return Check("FAIL" if found.rejected else "INFO", PRECHECK, found.summary())
 
 
 def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> list[Check]:

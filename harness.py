@@ -23,6 +23,8 @@ every other name is private to this file):
 * the upload rules and argument checks: ``MAX_SUBMISSION_BYTES``, ``FORBIDDEN_WORD``,
   ``REQUIRED_HEADERS``, ``static_problems``, ``header_warnings``, ``submission_problem``,
   ``writable_file_problem``;
+* the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
+  ``kernelguard_precheck``, ``precheck_file``;
 * the one loader of a submission file: ``load_submission``;
 * test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
   ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
@@ -194,6 +196,80 @@ def writable_file_problem(path: str | None, option: str, example: str) -> str:
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         return f"{option} {path}: no permission to write there"
     return ""
+
+
+# =========================================================================== the pre-check
+# gpu-mode/kernelbot at 4bdd839ad76eaac0cdab986d30f8d77f989a289b (src/libkernelbot/kernelguard.py,
+# pinned kernelguard==0.3.1 in its pyproject.toml) runs KernelGuard, a rule-based static
+# classifier, on each benchmark, leaderboard, profile and private submission where the deployment
+# sets KERNELGUARD_ENABLED (test mode is not checked), through `kernelguard --api-mode` with its
+# KERNELGUARD_PROFILE / KERNELGUARD_CONFIG when set, and refuses a submission the classifier marks
+# ``should_filter``, naming the matched rules. The deployment's switch, profile and config are not
+# public: the kit runs 0.3.1 with its default profile, which is what the command runs without them.
+KERNELGUARD_VERSION = "0.3.1"
+KERNELGUARD_INSTALL = f"python3 -m pip install kernelguard=={KERNELGUARD_VERSION}"
+
+
+@dataclasses.dataclass
+class Precheck:
+    """What KernelGuard made of a submission: ``installed`` False when it is not importable
+    here (then nothing else is set); ``rejected`` its ``should_filter``; ``rules`` the matched
+    rules as "NAME (severity)", sorted and unique; ``error`` when the analysis itself raised."""
+    installed: bool
+    version: str = ""
+    rejected: bool = False
+    classification: str = ""
+    reason: str = ""
+    rules: list = dataclasses.field(default_factory=list)
+    error: str = ""
+
+    def label(self) -> str:
+        """"KernelGuard 0.3.1, default profile" (with a note when another version is installed)."""
+        note = "" if self.version == KERNELGUARD_VERSION else f"; the server pins {KERNELGUARD_VERSION}"
+        return f"KernelGuard {self.version or '?'}, default profile{note}"
+
+    def summary(self) -> str:
+        """One line: the verdict, the classification and the rules."""
+        if not self.installed:
+            return f"KernelGuard is not installed here: {KERNELGUARD_INSTALL} (or pip install -e \".[guard]\")"
+        if self.error:
+            return (f"{self.label()}: the analysis raised {self.error} (the server's pre-check then answers "
+                    "'unavailable' unless its deployment fails open)")
+        rules = ", ".join(self.rules) if self.rules else "none"
+        if self.rejected:
+            return (f"{self.label()}: rejected ({self.classification}, {self.reason}); matched rules: {rules}; the "
+                    "server refuses such a submission where its pre-check is on (KERNELGUARD_ENABLED)")
+        return f"{self.label()}: not rejected ({self.classification}); matched rules: {rules}"
+
+
+def kernelguard_precheck(source: str) -> Precheck:
+    """KernelGuard on a submission's text, in this process, as ``kernelguard --api-mode``
+    analyses its standard input (the default profile, no structural hash)."""
+    try:
+        import kernelguard
+    except ImportError:
+        return Precheck(installed=False)
+    try:
+        from importlib.metadata import version
+        installed = version("kernelguard")
+    except Exception:  # noqa: BLE001 - a copy without metadata still runs
+        installed = ""
+    try:
+        kernelguard.configure_runtime(profile=kernelguard.DEFAULT_PROFILE_NAME)
+        result = kernelguard.analyze_code(source, compute_structural_hash=False)
+    except Exception as exc:  # noqa: BLE001 - reported, never fatal
+        return Precheck(installed=True, version=installed, error=one_line(f"{type(exc).__name__}: {exc}"))
+    rules = sorted({f"{m.get('pattern', 'unknown')} ({m.get('severity', '?')})"
+                    for m in result.get("matched_patterns", []) if isinstance(m, dict)})
+    return Precheck(installed=True, version=installed, rejected=bool(result.get("should_filter")),
+                    classification=str(result.get("classification", "unknown")),
+                    reason=str(result.get("filter_reason") or ""), rules=rules)
+
+
+def precheck_file(path: Path | str) -> Precheck:
+    """``kernelguard_precheck`` of a file's text (undecodable bytes replaced: the upload rules
+    report those)."""
+    return kernelguard_precheck(Path(path).read_bytes().decode("utf-8", "replace"))
 
 
 # =========================================================================== the loader

@@ -31,7 +31,8 @@ revision ("-dirty": tracked files changed).
 
 Options: see ``OPTION_HELP`` (``modal run modal_app.py --help`` prints it). Arguments are
 checked when `modal run` loads this module, before Modal is contacted, then the files a job sends
-against the server's upload rules, then Modal itself (a token, the network): what stops the run
+against the server's upload rules and, where KernelGuard is installed here, its pre-check, then
+Modal itself (a token, the network): what stops the run
 is one line, exit 2. ``--image`` picks the container image (``IMAGES``: the leaderboard-era pins,
 or kernelbot's runner image now); only that one is defined, and every result records it.
 
@@ -990,11 +991,16 @@ def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
 
 
 def upload_problem(path: str) -> str | None:
-    """The server's upload rules (``eval.static_problems``: empty, size, UTF-8, the forbidden word)
-    for an existing file: one line naming the file and every rule it breaks, or None."""
+    """The server's upload rules (``harness.static_problems``: empty, size, UTF-8, the forbidden
+    word) for an existing file, then its pre-check where KernelGuard is installed here
+    (``harness.kernelguard_precheck``): one line naming the file and every rule it breaks, or
+    the rules KernelGuard matched where it would reject the file; None when neither stops it."""
     problems = kit_harness.static_problems(Path(path))
     if problems:
         return f"error: {path} breaks the server's upload rules, so nothing is sent: " + "; ".join(problems)
+    found = kit_harness.precheck_file(path)
+    if found.rejected:
+        return f"error: {path}: the server's pre-check would refuse it, so nothing is sent: {found.summary()}"
     return None
 
 

@@ -297,6 +297,26 @@ def test_static_rules_fail_a_file_but_missing_headers_are_a_note(tmp_path, capsy
     assert harness.static_problems(bare) == [] and len(harness.header_warnings(bare)) == 2
 
 
+def test_a_file_the_precheck_rejects_fails_before_any_timing(capsys):
+    """ab checks the server's pre-check (KernelGuard, where installed) with the upload rules:
+    the replaying fixture fails in one line naming the rule, and is never timed."""
+    pytest.importorskip("kernelguard")
+    replay = FIXTURES / "wrong_cache_first_output.py"
+    assert ab.main([str(GOOD), str(replay), "--shapes", str(TINY), "--check-shapes", str(TINY)]) == \
+        (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE)
+    (fail,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("NEW")]
+    assert fail.startswith(f"NEW {replay}: FAIL the server's pre-check would refuse it: KernelGuard 0.3.1")
+    assert "LAST_CALL_REPLAY" in fail
+
+
+def test_without_kernelguard_one_line_says_the_precheck_was_not_run(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "kernelguard", None)  # import kernelguard raises ImportError
+    ab.main([str(GOOD), str(GOOD), "--shapes", str(TINY), "--check-shapes", str(TINY), "--rounds", "2",
+             "--repeats", "3", "--workers", "1"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "pre-check" in ln]
+    assert len(lines) == 1 and harness.KERNELGUARD_INSTALL in lines[0], lines
+
+
 def test_git_revision_and_hash(tmp_path):
     assert ab.sha256_of(GOOD) == __import__("hashlib").sha256(GOOD.read_bytes()).hexdigest()
     assert ab.git_revision(tmp_path / "x.py") is None  # not in a checkout

@@ -39,8 +39,8 @@ def _failed(statuses: dict) -> set:
 
 
 IN_PLACE = {f"in place, {label}" for label, _ in audit.IN_PLACE}
-ALL = {"static rules", "header lines", "first call", "same inputs again, c poisoned", "deterministic", *IN_PLACE,
-       "fresh tensors, earlier values", "output complete on return"}
+ALL = {"static rules", "header lines", audit.PRECHECK, "first call", "same inputs again, c poisoned", "deterministic",
+       *IN_PLACE, "fresh tensors, earlier values", "output complete on return"}
 
 
 @pytest.mark.parametrize("path", [ROOT / "submission.py", FIXTURES / "good_submission.py",
@@ -52,7 +52,9 @@ def test_good_submissions_pass_every_check(path):
     assert set(statuses) == ALL
     assert _failed(statuses) == set(), statuses
     assert statuses["fresh tensors, earlier values"] == ["INFO"] * len(statuses["first call"])
-    assert all(s == ["PASS"] * len(s) for name, s in statuses.items() if name != "fresh tensors, earlier values")
+    assert statuses[audit.PRECHECK] == ["INFO"]  # KernelGuard's verdict (or its absence) is never a PASS
+    assert all(s == ["PASS"] * len(s) for name, s in statuses.items()
+               if name not in ("fresh tensors, earlier values", audit.PRECHECK))
 
 
 @pytest.mark.parametrize("fixture, must_fail, may_fail", [
@@ -62,7 +64,7 @@ def test_good_submissions_pass_every_check(path):
     ("wrong_returns_earlier_output", {"same inputs again, c poisoned", *IN_PLACE}, set()),
     # on a GPU the audit runs a second shape, whose first call this fixture also answers from its cache
     ("wrong_cache_first_output", {"same inputs again, c poisoned", *IN_PLACE, "fresh tensors, earlier values"},
-     {"static rules", "first call"}),
+     {"static rules", "first call", audit.PRECHECK}),
     ("wrong_deferred_thread", {"output complete on return"}, set()),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_each_wrong_pattern_fails_its_check(fixture, must_fail, may_fail):
@@ -100,7 +102,7 @@ def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path
     bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2] + f"# {word.upper()}\n")
     statuses = _statuses(bad)
     assert _failed(statuses) == {"static rules"}
-    rules, headers = audit.static_checks(bad)
+    rules, headers, _ = audit.static_checks(bad)
     assert rules.status == "FAIL" and word in rules.reason and "POPCORN" not in rules.reason
     assert headers.status == "INFO" and "#!POPCORN leaderboard nvfp4_gemv" in headers.reason
 
@@ -108,7 +110,7 @@ def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path
 def test_a_file_without_headers_passes_the_static_rules(tmp_path):
     path = tmp_path / "submission.py"
     path.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2])
-    rules, headers = audit.static_checks(path)
+    rules, headers, _ = audit.static_checks(path)
     assert (rules.status, headers.status) == ("PASS", "INFO")
     assert "--leaderboard nvfp4_gemv" in headers.reason and "--gpu NVIDIA" in headers.reason
 
@@ -118,8 +120,8 @@ def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\nraise ImportError('nope')\n")
     checks = audit.audit(bad)
     assert [(c.status, c.name) for c in checks] == [("PASS", "static rules"), ("PASS", "header lines"),
-                                                    ("FAIL", "import")]
-    assert "ImportError: nope" in checks[2].reason and "\n" not in checks[2].reason
+                                                    ("INFO", audit.PRECHECK), ("FAIL", "import")]
+    assert "ImportError: nope" in checks[3].reason and "\n" not in checks[3].reason
 
 
 def test_the_audit_leaves_the_module_name_submission_alone():
@@ -232,3 +234,62 @@ def test_gpu_kit_submission_stays_inside_the_tolerance_on_every_distribution():
                                     for c in harness.shape_set("tests")}), "cuda")
     assert len(checks) == len(quant.DISTRIBUTIONS)
     assert all(c.status == "INFO" and "beyond" not in c.reason for c in checks), [c.line() for c in checks]
+
+
+# --------------------------------------------------------------------------- the pre-check (KernelGuard)
+
+def test_precheck_fails_a_last_call_replay_naming_kernelguard_and_its_rule():
+    """The server's pre-check (kernelguard 0.3.1, default profile) rejects the fixture that
+    replays its first output; the audit says so, naming KernelGuard and the rule."""
+    pytest.importorskip("kernelguard")
+    check = audit.precheck_check(FIXTURES / "wrong_cache_first_output.py")
+    assert check.status == "FAIL" and check.name == audit.PRECHECK
+    assert "KernelGuard 0.3.1" in check.reason and "LAST_CALL_REPLAY" in check.reason, check.reason
+    assert "KERNELGUARD_ENABLED" in check.reason
+
+
+@pytest.mark.parametrize("path", [ROOT / "submission.py", ROOT / "examples" / "minimal_torch.py",
+                                  FIXTURES / "wrong_cache_by_pointer.py"], ids=lambda p: p.stem)
+def test_precheck_passes_the_kit_with_its_rules_as_info(path):
+    """The kit's submission is classified but not rejected (its torch._scaled_mm reference path
+    matches a telemetry rule): INFO naming the classification; so is a cache KernelGuard does not
+    see (the audit's own checks catch that one)."""
+    pytest.importorskip("kernelguard")
+    check = audit.precheck_check(path)
+    assert check.status == "INFO" and "not rejected" in check.reason, check.reason
+
+
+def test_precheck_without_kernelguard_is_one_info_line_with_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "kernelguard", None)  # import kernelguard raises ImportError
+    check = audit.precheck_check(FIXTURES / "wrong_cache_first_output.py")
+    assert check.status == "INFO" and harness.KERNELGUARD_INSTALL in check.reason and "\n" not in check.reason
+
+
+def test_precheck_reports_an_analysis_that_raises(monkeypatch):
+    kernelguard = pytest.importorskip("kernelguard")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(kernelguard, "analyze_code", broken)
+    found = harness.kernelguard_precheck("def custom_kernel(data):\n    return data[-1]\n")
+    assert found.installed and not found.rejected and "RuntimeError: boom" in found.summary()
+
+
+def test_precheck_names_another_installed_version(monkeypatch):
+    pytest.importorskip("kernelguard")
+    import importlib.metadata
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
+    found = harness.kernelguard_precheck("def custom_kernel(data):\n    return data[-1]\n")
+    assert "KernelGuard 9.9.9" in found.summary() and "the server pins 0.3.1" in found.summary()
+
+
+def test_command_line_fails_the_replay_on_the_precheck(tmp_path):
+    """`eval.py audit` of the replaying fixture: a FAIL line naming KernelGuard and its rule."""
+    pytest.importorskip("kernelguard")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVFP4_")}
+    proc = subprocess.run([sys.executable, "eval.py", "audit", str(FIXTURES / "wrong_cache_first_output.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 112, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL pre-check"))
+    assert "KernelGuard" in line and "LAST_CALL_REPLAY" in line

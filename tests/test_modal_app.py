@@ -1089,6 +1089,25 @@ def test_modal_run_refuses_a_file_breaking_the_upload_rules_before_the_token_and
             f"'{FORBIDDEN}' (any case, comments included): the server rejects the whole file"], proc.stderr
 
 
+def test_check_args_applies_the_precheck_where_kernelguard_is_installed():
+    """A file KernelGuard (the server's pre-check, 0.3.1) would reject is not sent: one line
+    naming the rule; the kit's submission passes it."""
+    pytest.importorskip("kernelguard")
+    replay = str(FIXTURES / "wrong_cache_first_output.py")
+    good = str(FIXTURES / "good_submission.py")
+    for args in ({"submission": replay}, {"submission": good, "job": "ab", "against": replay}):
+        problem = modal_app.check_args(mode="all", harness="kit", runs=1, **args)
+        assert problem and problem.startswith(f"error: {replay}: the server's pre-check would refuse it, so nothing "
+                                              "is sent: KernelGuard 0.3.1") and "LAST_CALL_REPLAY" in problem
+        assert "\n" not in problem
+    assert modal_app.check_args(str(ROOT / "submission.py"), "all", "kit", 1) is None
+
+
+def test_without_kernelguard_the_precheck_is_skipped(monkeypatch):
+    monkeypatch.setitem(sys.modules, "kernelguard", None)
+    assert modal_app.upload_problem(str(FIXTURES / "wrong_cache_first_output.py")) is None
+
+
 def test_a_missing_header_is_a_warning_not_a_refusal(tmp_path, monkeypatch, capsys):
     plain = tmp_path / "plain.py"
     plain.write_text("\n".join(source("good_submission").splitlines()[2:]) + "\n")
