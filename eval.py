@@ -37,7 +37,14 @@ harness.py's constants (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry t
   ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns) and ``check``.
 * leaderboard: like benchmark, each repeat on a fresh input whose output is checked; the
   first failure ends the run.
-* profile: a torch profiler table per case, base64 with altchars ``+*``.
+* profile: per case one call, on the server's rule for ``POPCORN_NCU``
+  (``harness.server_ncu_rule``: ``bool(os.getenv("POPCORN_NCU", "0"))``, which is true when the
+  variable is unset, "0" being a non-empty string): the Nsight Compute path -- the inputs made
+  inside an NVTX range "generate input", the call inside one named "custom_kernel" (what the
+  server's ``ncu --nvtx-include custom_kernel/`` profiles) and an empty report; only
+  ``POPCORN_NCU=`` (set, empty) takes the torch profiler's path, a table per case. Reports are
+  base64 with altchars ``+*``. ``python eval.py profile [SUBMISSION]`` without ``POPCORN_FD``
+  runs the server's ncu command over this harness (ncu_profile.py).
 
 Where this file knowingly differs from the server's:
 
@@ -68,7 +75,9 @@ Where this file knowingly differs from the server's:
 HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py human
 [options]``): runs the same loops and prints a table per mode (runs, mean, median, best, worst
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
-of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
+of the means (the leaderboard's score) and of the medians; ``--mode profile`` prints the torch
+profiler's table per case (the ncu path only where ``POPCORN_NCU`` is set to a true value, i.e.
+under ncu). See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
@@ -255,6 +264,7 @@ def human_main(argv: list[str]) -> int:
                "python eval.py ab BASE NEW [NEW ...]. "
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
                "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
+               "Nsight Compute profile as the server takes it (a GPU and ncu): python eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
@@ -376,7 +386,7 @@ def _human(args) -> int:
                 if backend:
                     progress(f"[backend] {backend} ({ENV_BACKEND}={requested})")
             results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress,
-                               harness_date=args.harness_date)
+                               harness_date=args.harness_date, ncu=env_flag("POPCORN_NCU", False))
             picks = safe_call(worker, backend_picks) if report["backend"] == "fastest" else None
         if isinstance(picks, dict) and picks:
             report["backend_picks"] = {**report.get("backend_picks", {}), **picks}
@@ -423,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         return compile_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
+    if argv and argv[0] == "profile":  # without POPCORN_FD: the server's ncu run, in ncu_profile.py beside this file
+        from ncu_profile import main as profile_main
+        return profile_main(argv[1:])
     if argv and argv[0] in MODES:
         print("POPCORN_FD is not set: protocol mode writes its results to that file descriptor. "
               "For the human mode run `python eval.py --help`.", file=sys.stderr)

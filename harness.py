@@ -19,7 +19,8 @@ every other name is private to this file):
   ``MIN_WALL_NS``, ``MAX_WALL_NS``, ``REL_ERR_TARGET``, ``RECHECK_SEED_STEP``,
   ``CPU_MAX_REPEATS``, ``HEARTBEAT_S``, ``CASE_TIMEOUT_S``;
 * cases and environment: ``INPUT_NAMES``, ``CASE_KEYS``, ``SHAPE_SETS``, ``ENV_DISTRIBUTION``,
-  ``ENV_CHECK_INPUTS``, ``ENV_LOG_MEDIAN``, ``ENV_BACKEND``, ``ENV_HARNESS_DATE``, ``env_flag``;
+  ``ENV_CHECK_INPUTS``, ``ENV_LOG_MEDIAN``, ``ENV_BACKEND``, ``ENV_HARNESS_DATE``,
+  ``ENV_PROFILE_CONFIGS``, ``env_flag``, ``server_ncu_rule``;
 * the upload rules and argument checks: ``MAX_SUBMISSION_BYTES``, ``FORBIDDEN_WORD``,
   ``REQUIRED_HEADERS``, ``static_problems``, ``header_warnings``, ``submission_problem``,
   ``writable_file_problem``;
@@ -115,6 +116,9 @@ ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
 ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
 ENV_BACKEND = "NVFP4_GEMV_BACKEND"
 ENV_HARNESS_DATE = "NVFP4_EVAL_HARNESS_DATE"  # one of HARNESS_DATES: the leaderboard loop's repeats
+# A file the profile mode's worker appends each case's kernel configurations to (``eval.py profile``
+# sets it; the protocol's lines stay the server's).
+ENV_PROFILE_CONFIGS = "NVFP4_EVAL_PROFILE_CONFIGS"
 
 _CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
 
@@ -763,20 +767,62 @@ def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: f
         return _describe(exc, "custom_kernel")
 
 
-def _run_profile_case(args: dict):
-    """(True, a profiler table of one call) or (False, a failure message)."""
+def _nvtx(name: str):
+    """``torch.cuda.nvtx.range(name)`` with CUDA (what Nsight Compute's ``--nvtx-include``
+    selects by), a no-op without it (a CPU build of torch has no NVTX)."""
+    import contextlib
+
+    import torch
+    if not torch.cuda.is_available():
+        return contextlib.nullcontext()
+    return torch.cuda.nvtx.range(name)
+
+
+def _record_profile_configs(args: dict) -> None:
+    """After a profiled call, outside its NVTX range: where ``ENV_PROFILE_CONFIGS`` names a
+    file (``eval.py profile`` sets it), append one JSON line with the case and what the
+    submission's optional ``profile_configs()`` says of the kernels that call launched
+    ({kernel name: its configuration}), and its per-shape backend picks. Never fails the case."""
+    target = os.environ.get(ENV_PROFILE_CONFIGS)
+    if not target:
+        return
+    entry = {"case": {key: args.get(key) for key in CASE_KEYS}, "configs": {}, "backend_picks": backend_picks()}
+    try:
+        describe = getattr(_submission(), "profile_configs", None)
+        if callable(describe):
+            entry["configs"] = {str(k): str(v) for k, v in dict(describe()).items()}
+    except Exception as exc:  # noqa: BLE001 - a note in the record, not a failed case
+        entry["error"] = one_line(f"profile_configs() raised {type(exc).__name__}: {exc}")
+    with open(target, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def _run_profile_case(args: dict, ncu: bool = False):
+    """(True, the report of one profiled call) or (False, a failure message). ``ncu``: the
+    server's Nsight Compute path (``_run_single_profile_ncu``): inputs made inside an NVTX range
+    "generate input", one call inside an NVTX range "custom_kernel" (what ``ncu --nvtx-include
+    custom_kernel/`` profiles), and an empty report (the tables come from ncu's own report).
+    Otherwise the torch profiler's table of one call, inside the same ranges."""
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
         cuda = torch.cuda.is_available()
         custom_kernel = _custom_kernel()
-        data = _generate(args)
-        _sync()
+        with _nvtx("generate input"):
+            data = _generate(args)
+            _sync()
         given = _clone(data)
+        if ncu:
+            with _nvtx("custom_kernel"):
+                custom_kernel(given)
+                _sync()
+            _record_profile_configs(args)
+            return True, ""
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
         with profile(activities=activities) as prof:
-            custom_kernel(given)
-            _sync()
+            with _nvtx("custom_kernel"):
+                custom_kernel(given)
+                _sync()
         sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
         return True, prof.key_averages().table(sort_by=sort, row_limit=20)
     except BaseException as exc:
@@ -961,14 +1007,29 @@ def run_timed_mode(log, worker: Worker, tests: list[TestCase], leaderboard: bool
     return results
 
 
-def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None) -> list[CaseResult]:
+def server_ncu_rule(environ=None) -> bool:
+    """The server's choice of its Nsight Compute path in profile mode, quirk included:
+    ``bool(os.getenv("POPCORN_NCU", "0"))`` (problems/nvidia/eval.py at f83cb92,
+    ``run_single_profile``) is true whenever the variable is unset ("0" is a non-empty string)
+    or set to anything but the empty string, "0" included. Only ``POPCORN_NCU=`` (empty) takes
+    the torch profiler's path."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get("POPCORN_NCU", "0"))
+
+
+def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None,
+                     ncu: bool | None = None) -> list[CaseResult]:
+    """Profile mode: per case one call, profiled by Nsight Compute around the process (``ncu``
+    True: the server's ncu path, an empty report) or by the torch profiler (False: its table).
+    ``ncu`` None: the server's rule (``server_ncu_rule``)."""
+    ncu = server_ncu_rule() if ncu is None else ncu
     log("benchmark-count", len(tests))
     results = []
     for idx, test in enumerate(tests):
         log(f"benchmark.{idx}.spec", test.spec)
         if progress:
             progress(f"[profile {idx + 1}/{len(tests)}] {test.spec}")
-        out = safe_call(worker, _run_profile_case, test.args)
+        out = safe_call(worker, _run_profile_case, test.args, ncu)
         ok, text = (False, str(out)) if isinstance(out, WorkerDied) else out
         if ok:
             results.append(CaseResult(test.spec, test.args, True, report=text))
@@ -982,13 +1043,14 @@ def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None) 
 
 
 def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median: bool = False,
-             progress=None, harness_date: str = HARNESS_DATE) -> list[CaseResult]:
+             progress=None, harness_date: str = HARNESS_DATE, ncu: bool | None = None) -> list[CaseResult]:
+    """One mode over ``tests``; ``ncu``: profile mode's path (None: the server's rule)."""
     if mode == "test":
         return run_test_mode(log, worker, tests, progress)
     if mode in ("benchmark", "leaderboard"):
         return run_timed_mode(log, worker, tests, mode == "leaderboard", with_median, progress, harness_date)
     if mode == "profile":
-        return run_profile_mode(log, worker, tests, progress)
+        return run_profile_mode(log, worker, tests, progress, ncu)
     raise ValueError(f"unknown mode {mode!r}")
 
 
@@ -1021,10 +1083,12 @@ def parse_popcorn(text: str) -> dict:
 
 
 def run_protocol(workdir: Path | str, mode: str, test_file: Path | str, env: dict | None = None,
-                 timeout: float | None = None, python: str = sys.executable) -> ProtocolRun:
+                 timeout: float | None = None, python: str = sys.executable,
+                 prefix: list | tuple = ()) -> ProtocolRun:
     """``python eval.py MODE TESTFILE`` in ``workdir`` with a fresh ``os.pipe()`` whose write end
     is ``POPCORN_FD``; returns the exit status and the parsed lines. ``env`` adds to (or, with
-    a value None, removes from) this process's environment."""
+    a value None, removes from) this process's environment; ``prefix`` goes before the command
+    (a wrapper such as ``ncu ... --``, which passes the descriptor on)."""
     full_env = dict(os.environ)
     for key, value in (env or {}).items():
         if value is None:
@@ -1035,7 +1099,7 @@ def run_protocol(workdir: Path | str, mode: str, test_file: Path | str, env: dic
     full_env["POPCORN_FD"] = str(write_fd)
     chunks = []
     try:
-        proc = subprocess.Popen([python, "eval.py", mode, str(test_file)], cwd=str(workdir),
+        proc = subprocess.Popen([*prefix, python, "eval.py", mode, str(test_file)], cwd=str(workdir),
                                 env=full_env, pass_fds=(write_fd,), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     finally:

@@ -540,11 +540,33 @@ def test_cuda_benchmark_and_leaderboard_stats(tmp_path):
 
 @requires_cuda
 def test_cuda_profile_mode(tmp_path):
+    """POPCORN_NCU set and empty: the torch profiler's table; unset: the server's ncu path (one
+    call in the NVTX range, an empty report), as the server's rule has it."""
     workdir = server_layout(tmp_path / "real", REAL)
-    run = harness.run_protocol(workdir, "profile", TINY_ONE, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    run = harness.run_protocol(workdir, "profile", TINY_ONE, env={**CLEAN_ENV, "POPCORN_NCU": ""},
+                               timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, describe(run)
     report = base64.b64decode(run.lines["benchmark.0.report"], b"+*").decode()
     assert "Name" in report and "CUDA" in report
+    unset = harness.run_protocol(workdir, "profile", TINY_ONE, env={**CLEAN_ENV, "POPCORN_NCU": None},
+                                 timeout=RUN_TIMEOUT_S)
+    assert unset.returncode == 0 and unset.lines["benchmark.0.report"] == "", describe(unset)
+
+
+@pytest.mark.parametrize("value, table", [(None, False), ("0", False), ("1", False), ("", True)],
+                         ids=["unset", "0", "1", "empty"])
+def test_profile_mode_follows_the_servers_popcorn_ncu_rule(tmp_path, value, table):
+    """The server takes its ncu path when bool(os.getenv("POPCORN_NCU", "0")) holds: unset, "0"
+    and "1" alike (an empty report: the tables come from ncu around the process); only an empty
+    value gives the torch profiler's table. Every case still passes (check: pass, exit 0)."""
+    workdir = server_layout(tmp_path / "good", fixture("good_submission"))
+    run = harness.run_protocol(workdir, "profile", TINY, env={**CLEAN_ENV, "POPCORN_NCU": value},
+                               timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0 and run.lines["check"] == "pass", describe(run)
+    assert run.lines["benchmark-count"] == "2"
+    for i in range(2):
+        report = base64.b64decode(run.lines[f"benchmark.{i}.report"], b"+*").decode()
+        assert bool(report) == table and ("Self CPU" in report) == table, report[:300]
 
 
 @requires_cuda

@@ -532,3 +532,11 @@ def test_eval_imports_none_of_the_modules_its_subcommands_live_in():
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(ev.__file__).parent, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
+
+
+@pytest.mark.parametrize("environ, ncu", [({}, True), ({"POPCORN_NCU": "0"}, True), ({"POPCORN_NCU": "1"}, True),
+                                          ({"POPCORN_NCU": "no"}, True), ({"POPCORN_NCU": ""}, False)])
+def test_the_servers_popcorn_ncu_rule_quirk_included(environ, ncu):
+    """bool(os.getenv("POPCORN_NCU", "0")): true unset ("0" is a non-empty string), false only empty."""
+    assert harness.server_ncu_rule(environ) is ncu
+    assert harness.server_ncu_rule(environ) is bool(environ.get("POPCORN_NCU", "0"))
