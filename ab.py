@@ -36,6 +36,11 @@ Verdict: faster when the whole interval lies below 1, slower when above, else "n
 run could detect", with the smallest difference it could have detected (the interval's
 half-width) -- always for the GPU it ran on.
 
+After the table, a ``warning:`` line names each file and shape whose mean or median lies below
+the shape's bytes at the GPU's peak memory bandwidth (``harness.impossible_time``: with the L2
+cleared before every call, no output computed from that call's inputs comes sooner), or says
+that the GPU has no peak on record.
+
 Exit status: 0 when every file passed and was timed; 112 when one failed its checks or failed
 during timing (the others are still compared); 2 for bad arguments or without CUDA; 130 Ctrl-C.
 """
@@ -474,6 +479,8 @@ def format_report(record: dict) -> str:
                      else f"verdict: {new} vs {base}: {geo['sentence']}")
     for line in record.get("failures", []):
         lines.append(f"FAIL: {line}")
+    for line in record.get("impossible_times", []):
+        lines.append(f"warning: {line}")
     return "\n".join(lines)
 
 
@@ -726,11 +733,34 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                   + (f", {tel['temp_c_max']} C" if tel.get("temp_c_max") is not None else "")
                   + (f"; left out: {entry['excluded']}" if entry.get("excluded") else ""))
     record["seconds_total"] = round(time.monotonic() - t0, 1)  # the rounds, the later worker sets' start
+    record["impossible_times"] = impossible_times(record, timed, cases["timed"])
     record["pairs"] = [p for p in pairs if all(f["passed"] for f in files if f["label"] in p)]
     record["comparisons"] = analyze(record)
     print(format_report(record), flush=True)
     _write(args.json, record)
     return harness.EXIT_OK if all(f["passed"] for f in files) else harness.EXIT_FAIL
+
+
+def impossible_times(record: dict, files: list[dict], cases: list) -> list[str]:
+    """One line per file and shape whose mean or median over the kept rounds lies below the
+    shape's bytes at the GPU's peak bandwidth (``harness.impossible_time``: the timed loop
+    clears the L2 before each call), or one line saying the GPU has no peak on record."""
+    gpu = record.get("gpu", {}).get("name", "")
+    note = harness.unknown_peak_note(gpu)
+    if note:
+        return [note]
+    kept = [r for r in record["rounds"] if not r.get("excluded")]
+    out = []
+    for f in files:
+        for case in cases:
+            shape = shape_key(case.args)
+            durations = [d for r in kept for d in r["times"].get(f["label"], {}).get(shape, [])]
+            if durations:
+                line = harness.impossible_time(case.args["m"], case.args["k"], case.args["l"], gpu,
+                                               statistics.fmean(durations) / 1e3, statistics.median(durations) / 1e3)
+                if line:
+                    out.append(f"{f['label']} {f['path']}: {line}")
+    return out
 
 
 def _write(path: str | None, record: dict) -> None:

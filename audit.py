@@ -38,6 +38,13 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   finished. Work left on another queue or thread, which the leaderboard's events would not
   time, fails.
 
+On a GPU, per official benchmark shape, the impossible-time check: the server's benchmark loop
+(``harness.time_calls``: the same input every call, the L2 cleared before each) and a FAIL when the
+mean or the median lies below the shape's bytes (``harness.gemv_bytes``) at this GPU's peak memory
+bandwidth (``harness.PEAK_BANDWIDTH``, from the vendors' datasheets): no output computed from the
+call's inputs comes sooner, so such a time means a result kept across calls. A GPU without a peak
+on record gets one INFO line; on the CPU the check does not run.
+
 Once per file: the server's static rules (``harness.static_problems``: empty, size, UTF-8, the
 forbidden word; FAIL), popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
 INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``) and
@@ -52,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import sys
 import threading
 from pathlib import Path
@@ -64,6 +72,9 @@ SEED = 4242
 DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
 SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
 PRECHECK = "pre-check (KernelGuard)"
+# Timed calls per shape in the impossible-time check, at most: half the server's benchmark loop
+# (harness.BENCH_CASE, 200), whose stopping rule may end it sooner; enough for a stable median.
+TIMED_REPEATS = 100
 
 
 @dataclasses.dataclass
@@ -356,10 +367,39 @@ def precheck_check(path: Path) -> Check:
     return Check("FAIL" if found.rejected else "INFO", PRECHECK, found.summary())
 
 
-def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> list[Check]:
+def timing_checks(kernel, cases, device_name: str) -> list[Check]:
+    """Per case (m, k, l, seed), the server's benchmark loop on the GPU (``harness.time_calls``:
+    one checked call, then up to ``TIMED_REPEATS`` calls on the same input, the L2 cleared before
+    each): FAIL when the mean or the median lies below the shape's bytes at this GPU's peak memory
+    bandwidth (``harness.impossible_time``: an output kept across calls), PASS otherwise; one INFO
+    line for a GPU without a peak on record."""
+    note = harness.unknown_peak_note(device_name)
+    if note:
+        return [Check("INFO", "impossible time", note)]
+    model, bps, _ = harness.peak_bandwidth(device_name)
+    out = []
+    for m, k, l, seed in cases:
+        name = f"impossible time [{m}x{k}x{l}]"
+        got = harness.time_calls(kernel, {"m": m, "k": k, "l": l, "seed": seed}, False, TIMED_REPEATS,
+                                 harness.BENCH_CASE[1])
+        if isinstance(got, str):
+            out.append(Check("FAIL", name, f"the timed loop failed: {harness.one_line(got)}"))
+            continue
+        mean, median = statistics.fmean(got) / 1e3, statistics.median(got) / 1e3
+        found = harness.impossible_time(m, k, l, device_name, mean, median)
+        floor = harness.floor_us(m, k, l, device_name)
+        out.append(Check("FAIL", name, found) if found else Check(
+            "PASS", name, f"mean {mean:.3f} µs, median {median:.3f} µs over {len(got)} calls (the server's benchmark "
+                          f"loop, the L2 cleared before each) at or above {floor:.3f} µs, "
+                          f"{harness.gemv_bytes(m, k, l) / 1e6:.1f} MB at the {model}'s peak of {bps / 1e12:g} TB/s"))
+    return out
+
+
+def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None, timing_cases=None) -> list[Check]:
     """Every check on the submission file ``path`` (``shapes``: default GPU_SHAPES on a GPU,
-    else CPU_SHAPES; ``tolerance_shapes``: default the official test shapes, () for none);
-    ``report(check)`` is called as each one is done."""
+    else CPU_SHAPES; ``tolerance_shapes``: default the official test shapes, () for none;
+    ``timing_cases``: (m, k, l, seed) for the impossible-time check, default the official
+    benchmark cases on a GPU, none on the CPU); ``report(check)`` is called as each one is done."""
     import torch
     path = Path(path)
     report = report or (lambda check: None)
@@ -382,6 +422,10 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> 
     for m, k, l in shapes or (GPU_SHAPES if cuda else CPU_SHAPES):
         for check in shape_checks(kernel, m, k, l, device):
             add(check)
+    if timing_cases is None:
+        timing_cases = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("benchmarks")] if cuda else []
+    for check in timing_checks(kernel, timing_cases, torch.cuda.get_device_name()) if timing_cases and cuda else []:
+        add(check)
     if tolerance_shapes is None:
         tolerance_shapes = sorted({(c["m"], c["k"], c["l"]) for c in harness.shape_set("tests")})
     for check in tolerance_checks(kernel, tolerance_shapes, device) if tolerance_shapes else []:

@@ -77,7 +77,11 @@ HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
 of the means (the leaderboard's score) and of the medians; ``--mode profile`` prints the torch
 profiler's table per case (the ncu path only where ``POPCORN_NCU`` is set to a true value, i.e.
-under ncu). See ``python eval.py --help``.
+under ncu). After a benchmark or leaderboard table, a ``warning:`` line on stderr names each
+shape whose mean or median lies below what its bytes take at the GPU's peak memory bandwidth
+(``harness.impossible_times``: with the L2 cleared before every call, no output computed from
+that call's inputs comes sooner), or says that the GPU has no peak on record. See ``python
+eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
@@ -130,6 +134,7 @@ from harness import (
     env_flag,
     format_table,
     header_warnings,
+    impossible_times,
     input_bytes,
     read_test_file,
     run_mode,
@@ -138,6 +143,7 @@ from harness import (
     static_problems,
     submission_problem,
     summarize,
+    unknown_peak_note,
     with_secret,
     writable_file_problem,
 )
@@ -397,6 +403,11 @@ def _human(args) -> int:
                     print(f"--- profile {r.spec}\n{r.report}")
         print(format_table(summary, device, _backend_label(report)), flush=True)
         print()
+        if mode in ("benchmark", "leaderboard"):  # the L2 cleared before each call: bytes / peak bounds it
+            found = summary["impossible_times"] = impossible_times(summary, device)
+            note = unknown_peak_note(device)  # an unknown GPU: nothing found, and one line says why
+            for line in found + ([note] if note else []):
+                print(f"warning: {line}", file=sys.stderr, flush=True)
         report["modes"][mode] = summary
         if not summary["passed"]:
             passed = False

@@ -29,11 +29,13 @@ every other name is private to this file):
 * the one loader of a submission file: ``load_submission``;
 * test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
   ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
-  ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
+  ``gemv_bytes``, ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
+* impossible times: ``PEAK_BANDWIDTH``, ``peak_bandwidth``, ``floor_us``, ``impossible_time``,
+  ``unknown_peak_note``, ``impossible_times``;
 * statistics: ``Stats``, ``calculate_stats``, ``should_stop``, ``geomean``;
 * in the worker process (or any process): ``run_benchmark_case`` (the timed loop, for
-  ``Worker.call``), ``generate_case``, ``distributions``, ``backend_picks``, ``user_traceback``,
-  ``one_line``;
+  ``Worker.call``), ``time_calls`` (the same loop on a kernel in this process),
+  ``generate_case``, ``distributions``, ``backend_picks``, ``user_traceback``, ``one_line``;
 * the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
   ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
   ``run_mode``;
@@ -425,6 +427,12 @@ def input_bytes(m: int, k: int, l: int) -> int:
     return rows * k // 2 * l + 2 * rows * k // 16 * l + 2 * m * l
 
 
+def gemv_bytes(m: int, k: int, l: int) -> int:
+    """Bytes a GEMV must move at least: a, sfa, row 0 of b and of sfb (every batch) and c (the
+    same count as benchmarks/timing.py's)."""
+    return m * k // 2 * l + m * k // 16 * l + k // 2 * l + k // 16 * l + 2 * m * l
+
+
 def spec_line(case: dict) -> str:
     """``{"m": 128, "k": 256, "l": 1, "seed": 1111, ...}`` -> ``m: 128; k: 256; l: 1; seed: 1111``
     (only m, k, l, seed: the keys a test file carries)."""
@@ -468,6 +476,96 @@ def shape_cases(choice: str | None, mode: str) -> list[TestCase]:
                             "existing file")
     return read_test_file(choice)
 
+
+
+# =========================================================================== impossible times
+# Peak memory bandwidth per GPU model, from the vendor's datasheets (decimal TB/s). With the L2
+# cleared before every call, as the server's timed loops do, a call cannot move its
+# ``gemv_bytes`` faster than the peak: a shape timed below bytes / peak was not computed from that
+# call's inputs (an output kept across calls). Clean-L2 benchmarks whose inputs fit in the L2 can
+# legally beat it: the check belongs to the timed modes that clear it. Patterns are tried in order
+# on the CUDA device name (torch.cuda.get_device_name, nvidia-smi's name); where a name leaves the
+# variant open, the family's highest peak is used, so that the check never flags a possible time.
+PEAK_BANDWIDTH = (
+    # (pattern, model, bytes per second, source)
+    (r"\bGB200\b", "GB200", 8.0e12,
+     "NVIDIA GB200 NVL72 datasheet: 576 TB/s of HBM3e bandwidth for 72 Blackwell GPUs"),
+    (r"\bB200\b", "B200", 8.0e12,
+     "NVIDIA DGX B200 datasheet: 64 TB/s of HBM3e bandwidth for its 8 B200 GPUs"),
+    (r"\bGH200\b", "GH200", 4.9e12,
+     "NVIDIA GH200 Grace Hopper Superchip datasheet: 4.9 TB/s (144 GB HBM3e; 4 TB/s with 96 GB HBM3)"),
+    (r"\bH200\b", "H200", 4.8e12,
+     "NVIDIA H200 Tensor Core GPU datasheet: 4.8 TB/s (H200 SXM and H200 NVL)"),
+    (r"\bH100\b.*\bPCIe\b", "H100 PCIe", 2.0e12,
+     "NVIDIA H100 Tensor Core GPU datasheet (2022): 2 TB/s (H100 PCIe); product brief PB-11133-001: over 2,000 GB/s"),
+    (r"\bH100\b.*\bNVL\b", "H100 NVL", 3.9e12, "NVIDIA H100 Tensor Core GPU datasheet: 3.9 TB/s (H100 NVL)"),
+    (r"\bH100\b.*\b(SXM|HBM3)\b", "H100 SXM", 3.35e12,
+     "NVIDIA H100 Tensor Core GPU datasheet: 3.35 TB/s (H100 SXM)"),
+    (r"\bH100\b", "H100 (variant not named: H100 NVL's peak, the family's highest)", 3.9e12,
+     "NVIDIA H100 Tensor Core GPU datasheet: 3.35 TB/s (SXM), 3.9 TB/s (NVL)"),
+    (r"\bA100\b.*80GB.*PCIe", "A100 80GB PCIe", 1.935e12,
+     "NVIDIA A100 Tensor Core GPU datasheet: 1,935 GB/s (A100 80GB PCIe)"),
+    (r"\bA100\b.*40GB", "A100 40GB", 1.555e12, "NVIDIA A100 Tensor Core GPU datasheet: 1,555 GB/s (A100 40GB)"),
+    (r"\bA100\b", "A100 80GB SXM", 2.039e12,
+     "NVIDIA A100 Tensor Core GPU datasheet: 2,039 GB/s (A100 80GB SXM, the family's highest)"),
+    (r"\bL40S\b", "L40S", 0.864e12, "NVIDIA L40S datasheet: 864 GB/s"),
+    (r"\bL4\b", "L4", 0.3e12, "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s"),
+    (r"\bA10G?\b", "A10", 0.6e12, "NVIDIA A10 Tensor Core GPU datasheet: 600 GB/s"),
+)
+
+
+def peak_bandwidth(device: str) -> tuple[str, float, str] | None:
+    """(model, peak bytes per second, its source) of a CUDA device name, or None when the
+    kit has no figure for it (``PEAK_BANDWIDTH``)."""
+    for pattern, model, bps, source in PEAK_BANDWIDTH:
+        if re.search(pattern, device or "", re.IGNORECASE):
+            return model, bps, source
+    return None
+
+
+def floor_us(m: int, k: int, l: int, device: str) -> float | None:
+    """The least time, in µs, one call of the shape can take on ``device`` with the L2 cleared:
+    ``gemv_bytes`` at the GPU's peak bandwidth; None for an unknown GPU."""
+    peak = peak_bandwidth(device)
+    return None if peak is None else gemv_bytes(m, k, l) / peak[1] * 1e6
+
+
+def impossible_time(m: int, k: int, l: int, device: str, mean_us: float | None,
+                    median_us: float | None = None) -> str:
+    """'' when the shape's times are possible on ``device`` (or unknown), else one line: the
+    mean (or the median: most calls) below ``floor_us``."""
+    floor = floor_us(m, k, l, device)
+    if floor is None:
+        return ""
+    low = [(name, v) for name, v in (("mean", mean_us), ("median", median_us)) if v is not None and v < floor]
+    if not low:
+        return ""
+    model, bps, source = peak_bandwidth(device)
+    said = " and ".join(f"{name} {v:.3f} µs" for name, v in low)
+    return (f"{m}x{k}x{l}: {said} below {floor:.3f} µs, the time {gemv_bytes(m, k, l) / 1e6:.1f} MB take at "
+            f"the {model}'s peak memory bandwidth of {bps / 1e12:g} TB/s ({source}) with the L2 cleared: those "
+            "outputs did not come from the calls' inputs (a result kept across calls?)")
+
+
+def unknown_peak_note(device: str) -> str:
+    """One line for a GPU without a peak bandwidth on record ('' when there is one)."""
+    if peak_bandwidth(device) is not None:
+        return ""
+    return (f"no peak memory bandwidth on record for {device or 'this GPU'} (harness.PEAK_BANDWIDTH): the "
+            "impossible-time check did not run")
+
+
+def impossible_times(summary: dict, device: str) -> list[str]:
+    """``impossible_time`` of every timed case of a ``summarize`` output (mean and median)."""
+    if summary.get("mode") not in ("benchmark", "leaderboard"):
+        return []
+    out = []
+    for row in summary.get("cases", []):
+        if row.get("status") == "pass" and row.get("mean_us") is not None:
+            line = impossible_time(row["m"], row["k"], row["l"], device, row["mean_us"], row.get("median_us"))
+            if line:
+                out.append(line)
+    return out
 
 
 # =========================================================================== statistics
@@ -705,21 +803,31 @@ def _run_test_case(args: dict) -> tuple[bool, str]:
 
 
 def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
-    """One correctness check, then the timed loop. Returns the list of durations (ns) or a
-    failure message (str)."""
-    import torch
-
-    from utils import clear_l2_cache
+    """One correctness check, then the timed loop (``time_calls``), in the worker. Returns the
+    list of durations (ns) or a failure message (str)."""
     try:
         custom_kernel = _custom_kernel()
     except BaseException as exc:
         return _describe(exc, "importing the submission")
+    return time_calls(custom_kernel, args, recheck, max_repeats, budget_ns, _generate)
+
+
+def time_calls(custom_kernel, args: dict, recheck: bool, max_repeats: int, budget_ns: float, generate=None):
+    """The server's timed loop on ``custom_kernel``: one checked call, then up to ``max_repeats``
+    timed ones (synchronize, clear the L2, event, call, event, synchronize; ``recheck``: a fresh,
+    checked input before each, as leaderboard mode; else the same input every time, as benchmark
+    mode) until ``should_stop``. ``generate(args)`` makes a case's inputs (default the official
+    ones). Returns the durations (ns) or a failure message (str)."""
+    import torch
+
+    from utils import clear_l2_cache
+    generate = generate or generate_case
     args = dict(args)
     cuda = torch.cuda.is_available()
     if not cuda:
         max_repeats = min(max_repeats, CPU_MAX_REPEATS)
     try:
-        data = _generate(args)
+        data = generate(args)
         pristine = _clone(data)
         given = _clone(data)
         output = custom_kernel(given)
@@ -736,7 +844,7 @@ def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: f
             if recheck:
                 if "seed" in args:
                     args["seed"] += RECHECK_SEED_STEP
-                data = _generate(args)
+                data = generate(args)
                 pristine = _clone(data)
             _sync()
             if cuda:

@@ -365,6 +365,25 @@ def test_the_timed_path_runs_on_the_host_clock(tmp_path, monkeypatch, capsys):
     assert cmp["geomean"]["n"] == 3 and cmp["geomean"]["verdict"] in ("faster", "slower", "same")
     printed = capsys.readouterr().out
     assert f"ab on {GPU}" in printed and "verdict: NEW" in printed
+    assert record["impossible_times"] == [harness.unknown_peak_note(GPU)]  # no peak on record for the stand-in
+
+
+def test_impossible_times_name_the_file_and_shape_below_bytes_over_peak():
+    """Per file and shape over the kept rounds: a mean or median below gemv_bytes / peak (here an
+    H100 SXM, 3.35 TB/s: 7168x2048x4 cannot take less than 9.878 µs) is one warning line naming
+    the file; a round left out does not count; an unknown GPU gets one note."""
+    case = harness.parse_test_cases("m: 7168; k: 2048; l: 4; seed: 1111")[0]
+    files = [{"label": "BASE", "path": "base.py"}, {"label": "NEW", "path": "new.py"}]
+    rounds = [{"index": 0, "times": {"BASE": {"7168x2048x4": [15000.0] * 5}, "NEW": {"7168x2048x4": [3000.0] * 5}}},
+              {"index": 1, "times": {"BASE": {"7168x2048x4": [1000.0] * 5}, "NEW": {"7168x2048x4": [3000.0] * 5}},
+               "excluded": "throttled (HwSlowdown)"}]
+    record = {"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "rounds": rounds}
+    (line,) = ab.impossible_times(record, files, [case])
+    assert line.startswith("NEW new.py: 7168x2048x4: mean 3.000 µs and median 3.000 µs below 9.878 µs")
+    assert "3.35 TB/s" in line and "H100 SXM" in line
+    assert "warning: " + line in ab.format_report({**record, "impossible_times": [line]})
+    unknown = ab.impossible_times({**record, "gpu": {"name": "Stand-in GPU"}}, files, [case])
+    assert unknown == [harness.unknown_peak_note("Stand-in GPU")] and "Stand-in GPU" in unknown[0]
 
 
 @pytest.mark.gpu

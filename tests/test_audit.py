@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, requires_cuda
+from conftest import HAS_CUDA, ROOT, requires_cuda
 
 import audit
 import harness
@@ -25,11 +25,12 @@ FIXTURES = ROOT / "tests" / "fixtures"
 LINE = re.compile(r"^(PASS|FAIL|INFO) ([^:]+): \S")
 
 
-def _statuses(path, shapes=None, tolerance_shapes=()) -> dict:
+def _statuses(path, shapes=None, tolerance_shapes=(), timing_cases=()) -> dict:
     """{check name without the shape tag: [statuses]} of one audit (by default without the
-    tolerance checks, which test_tolerance_used_* cover)."""
+    tolerance checks, which test_tolerance_used_* cover, and without the impossible-time check,
+    which test_*impossible_time* cover)."""
     out = {}
-    for check in audit.audit(path, shapes, tolerance_shapes=tolerance_shapes):
+    for check in audit.audit(path, shapes, tolerance_shapes=tolerance_shapes, timing_cases=timing_cases):
         out.setdefault(re.sub(r" \[\d+x\d+x\d+\]$", "", check.name), []).append(check.status)
     return out
 
@@ -293,3 +294,53 @@ def test_command_line_fails_the_replay_on_the_precheck(tmp_path):
     assert proc.returncode == 112, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL pre-check"))
     assert "KernelGuard" in line and "LAST_CALL_REPLAY" in line
+
+
+# --------------------------------------------------------------------------- impossible times
+
+BENCHMARK_CASES = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("benchmarks")]
+
+
+@pytest.mark.parametrize("times_us, status", [([30.0] * 10, "PASS"), ([3.0] * 10, "FAIL"),
+                                              ([2000.0] + [3.0] * 9, "FAIL"), ([25.0] * 9 + [3.0], "PASS")],
+                         ids=["possible", "all below", "mean above, median below", "one fast call"])
+def test_impossible_time_checks_the_mean_and_the_median_against_bytes_over_peak(monkeypatch, times_us, status):
+    """7168x2048x4 on an H100 SXM (3.35 TB/s): no call under 9.878 µs. A cache hit on most calls
+    is caught by the median even where one slow first call lifts the mean; one fast call is not."""
+    monkeypatch.setattr(harness, "time_calls", lambda *args: [t * 1e3 for t in times_us])
+    (check,) = audit.timing_checks(None, [(7168, 2048, 4, 1111)], "NVIDIA H100 80GB HBM3")
+    assert (check.status, check.name) == (status, "impossible time [7168x2048x4]"), check.line()
+    assert ("9.878 µs" in check.reason) and ("3.35 TB/s" in check.reason)
+
+
+def test_impossible_time_on_an_unknown_gpu_is_one_info_line(monkeypatch):
+    monkeypatch.setattr(harness, "time_calls", lambda *args: pytest.fail("no timing without a peak"))
+    assert [c.line() for c in audit.timing_checks(None, BENCHMARK_CASES, "NVIDIA Future GPU")] == [
+        "INFO impossible time: " + harness.unknown_peak_note("NVIDIA Future GPU")]
+
+
+def test_impossible_time_reports_a_failing_timed_loop(monkeypatch):
+    monkeypatch.setattr(harness, "time_calls", lambda *args: "mismatch found! custom implementation doesn't match")
+    (check,) = audit.timing_checks(None, [(7168, 2048, 4, 1111)], "NVIDIA B200")
+    assert check.status == "FAIL" and "the timed loop failed: mismatch found" in check.reason
+
+
+def test_impossible_time_is_not_run_on_the_cpu():
+    if HAS_CUDA:
+        pytest.skip("checks the CPU's audit")
+    names = {c.name for c in audit.audit(FIXTURES / "good_submission.py", tolerance_shapes=())}
+    assert not any(n.startswith("impossible time") for n in names)
+
+
+@requires_cuda
+def test_gpu_impossible_time_fails_a_cache_kept_across_calls():
+    """wrong_cache_by_pointer serves every timed call after the first from its cache (the
+    benchmark loop reuses one input): times below bytes / peak on every benchmark shape."""
+    statuses = _statuses(FIXTURES / "wrong_cache_by_pointer.py", shapes=[(256, 1024, 2)], timing_cases=BENCHMARK_CASES)
+    assert statuses["impossible time"] == ["FAIL"] * len(BENCHMARK_CASES), statuses
+
+
+@requires_cuda
+def test_gpu_impossible_time_passes_the_kit():
+    statuses = _statuses(ROOT / "submission.py", shapes=[(256, 1024, 2)], timing_cases=BENCHMARK_CASES)
+    assert statuses["impossible time"] == ["PASS"] * len(BENCHMARK_CASES), statuses

@@ -599,3 +599,24 @@ def test_progress_lines_only_with_capture_off(capture, shown):
                                    pluginmanager=types.SimpleNamespace(get_plugin=plugins.get))
     progress(config, "[eval.py end to end] 7/20 runs done")
     assert lines == (["[eval.py end to end] 7/20 runs done"] if shown else [])
+
+
+@requires_cuda
+def test_cuda_human_benchmark_flags_a_cache_kept_across_calls():
+    """The benchmark loop reuses one input: a result cached by pointer answers every timed call
+    after the first from memory, below the bytes' time at the GPU's peak bandwidth: one warning
+    line per shape. The kit's own submission gets none (test_cuda_human_benchmark_table's run)."""
+    proc = human(["--submission", str(fixture("wrong_cache_by_pointer")), "--mode", "benchmark", "--shapes",
+                  "benchmarks"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:") and "below" in ln]
+    assert len(warned) == len(harness.shape_set("benchmarks")), proc.stderr[-3000:]
+
+
+@requires_cuda
+def test_cuda_human_benchmark_of_the_kit_has_no_impossible_time(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = human(["--mode", "benchmark", "--shapes", "benchmarks", "--json", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(out.read_text())["modes"]["benchmark"]["impossible_times"] == []
+    assert "below" not in proc.stderr
