@@ -440,9 +440,14 @@ def main(argv: list[str]) -> int:
                     "tensors, c poisoned, the output checked as soon as the call returns) and check the "
                     "server's static rules. One line per check: PASS|FAIL|INFO name: reason. Exit 0 only when "
                     "no check fails.")
-    p.add_argument("submission", nargs="?", default="submission.py", help="the file (default: %(default)s)")
+    p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the file (default: submission.py)")
+    p.add_argument("--submission", help="the file, as eval.py takes it (or give it positionally)")
     args = p.parse_args(argv)
-    path = Path(args.submission)
+    if args.file and args.submission and args.file != args.submission:
+        print(f"error: two submissions given ({args.file} and --submission {args.submission}); give one",
+              file=sys.stderr)
+        return harness.EXIT_USAGE
+    path = Path(args.file or args.submission or "submission.py")
     problem = harness.submission_problem(path)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -344,3 +344,11 @@ def test_gpu_impossible_time_fails_a_cache_kept_across_calls():
 def test_gpu_impossible_time_passes_the_kit():
     statuses = _statuses(ROOT / "submission.py", shapes=[(256, 1024, 2)], timing_cases=BENCHMARK_CASES)
     assert statuses["impossible time"] == ["PASS"] * len(BENCHMARK_CASES), statuses
+
+
+def test_the_submission_may_be_given_as_eval_py_takes_it(tmp_path, capsys):
+    """`eval.py audit --submission X` as `eval.py --submission X`; two different files: one line."""
+    assert audit.main(["--submission", str(tmp_path / "none.py")]) == 2
+    assert capsys.readouterr().err == f"error: submission file {tmp_path / 'none.py'} not found\n"
+    assert audit.main(["a.py", "--submission", "b.py"]) == 2
+    assert "two submissions given" in capsys.readouterr().err
