@@ -23,7 +23,8 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   answer;
 * fresh tensors holding an earlier call's values: INFO when right (recomputing and a
   value-keyed cache both give the right answer; fine either way), FAIL when wrong;
-* tolerance used (once, over the official test shapes): per input distribution
+* tolerance used (once, over the official test cases with their seeds, the inputs that
+  ``eval.py --distribution D`` draws for them: a share over 1 is a case eval.py fails): per input distribution
   (``quant.DISTRIBUTIONS``: the server's first), the largest |error| / (atol + rtol |expected|),
   NaN and infinity counted as the checker counts them. Shortcuts exact on the server's data (its
   bytes leave every high nibble zero, its scales are 0-2) can use more of it elsewhere: fp32
@@ -68,7 +69,10 @@ import harness
 
 CPU_SHAPES = ((256, 1024, 2),)
 GPU_SHAPES = ((1024, 7168, 4), (256, 1024, 2))  # like 4096x7168x8 (K, several L) at a quarter the size; small
-SEED = 4242
+SEED = 4242  # the per-shape checks' inputs (full-range values; any seed serves)
+# The tolerance check's seed where a shape comes without one: the official test cases' (shapes.json),
+# so that it measures what `eval.py --distribution D` checks on the same cases.
+TOLERANCE_SEED = 1111
 DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
 SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
 PRECHECK = "pre-check (KernelGuard)"
@@ -308,17 +312,31 @@ def tolerance_used(out, expected) -> tuple[float, tuple]:
     return float(share.flatten()[at]), tuple(int(i) for i in torch.unravel_index(torch.tensor(at), share.shape))
 
 
-def tolerance_checks(kernel, shapes, device) -> list[Check]:
-    """Per input distribution (the server's first), the share of the checker's tolerance the
-    submission uses at most over ``shapes``: the margin before the server sees it. A share over
-    1 fails on the server's own data; on the others it is reported (the server never draws them)."""
+def _case_inputs(m: int, k: int, l: int, seed: int, dist: str, device):
+    """A case's inputs on ``device`` as eval.py's worker makes them (``harness.generate_case``:
+    the official generator, then ``quant.fill`` for another distribution)."""
     import quant
     import reference
+    data = reference.generate_input(m, k, l, seed, device=device)
+    return data if dist == "official" else quant.fill(data, dist)
+
+
+def tolerance_checks(kernel, shapes, device) -> list[Check]:
+    """Per input distribution (the server's first), the share of the checker's tolerance the
+    submission uses at most over ``shapes`` ((m, k, l, seed), or (m, k, l) with the official
+    cases' seed ``TOLERANCE_SEED``): the margin before the server sees it. The inputs are those
+    ``eval.py --distribution D`` draws for the same cases (``harness.generate_case``), so a share
+    over 1 is a case eval.py fails. A share over 1 fails on the server's own data; on the others
+    it is reported (the server never draws them)."""
+    import quant
+    cases = [tuple(s) if len(s) == 4 else (*s, TOLERANCE_SEED) for s in shapes]
+    seeds = sorted({c[3] for c in cases})
+    over = f"{len(cases)} case(s) (seed {', '.join(map(str, seeds))}: the inputs eval.py --distribution draws)"
     out = []
     for dist in quant.DISTRIBUTIONS:
         worst, where = 0.0, None
-        for m, k, l in shapes:
-            data = quant.fill(reference.generate_input(m, k, l, SEED, device=device), dist)
+        for m, k, l, seed in cases:
+            data = _case_inputs(m, k, l, seed, dist, device)
             expected = _expected(data)
             try:
                 got = kernel(tuple(t.clone() for t in data))
@@ -336,10 +354,10 @@ def tolerance_checks(kernel, shapes, device) -> list[Check]:
             status = "FAIL" if worst > 1 and dist == "official" else "INFO"
             m, k, l, index = where
             if worst == 0:
-                reason = f"exact on every element of {len(shapes)} shape(s)"
+                reason = f"exact on every element of {over}"
             else:
-                over = " (beyond the tolerance)" if worst > 1 else ""
-                reason = (f"{worst:.1%} of atol + rtol |expected|{over} at most over {len(shapes)} shape(s); "
+                beyond = (f" (beyond the tolerance: eval.py --distribution {dist} fails it)" if worst > 1 else "")
+                reason = (f"{worst:.1%} of atol + rtol |expected|{beyond} at most over {over}; "
                           f"largest at {m}x{k}x{l}, element {index}")
             out.append(Check(status, f"tolerance used, {dist}", reason))
     return out
@@ -426,8 +444,8 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None, tim
         timing_cases = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("benchmarks")] if cuda else []
     for check in timing_checks(kernel, timing_cases, torch.cuda.get_device_name()) if timing_cases and cuda else []:
         add(check)
-    if tolerance_shapes is None:
-        tolerance_shapes = sorted({(c["m"], c["k"], c["l"]) for c in harness.shape_set("tests")})
+    if tolerance_shapes is None:  # the official test cases, with their seeds: what eval.py's test mode runs
+        tolerance_shapes = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("tests")]
     for check in tolerance_checks(kernel, tolerance_shapes, device) if tolerance_shapes else []:
         add(check)
     return done

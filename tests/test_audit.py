@@ -194,19 +194,80 @@ def test_tolerance_used_sees_what_the_servers_data_hides():
     """fp32 group sums: exact on the server's data, a share of the tolerance on full-range data
     (one fp16 step off the correctly rounded answer near 1: about half of atol + rtol |x|)."""
     kernel = harness.load_submission(FIXTURES / "good_fp32_group_sums.py", keep=False).custom_kernel
-    checks = {c.name: c for c in audit.tolerance_checks(kernel, SMALL, "cpu")}
+    checks = {c.name: c for c in audit.tolerance_checks(kernel, [(*s, 4242) for s in SMALL], "cpu")}
     assert set(checks) == {f"tolerance used, {d}" for d in quant.DISTRIBUTIONS}
     assert all(c.status == "INFO" for c in checks.values())
-    assert checks["tolerance used, official"].reason == "exact on every element of 3 shape(s)"
-    full = re.match(r"(\d+\.\d)% of atol \+ rtol \|expected\| at most over 3 shape\(s\); largest at ",
-                    checks["tolerance used, full-range"].reason)
+    assert checks["tolerance used, official"].reason == ("exact on every element of 3 case(s) (seed 4242: the "
+                                                         "inputs eval.py --distribution draws)")
+    full = re.match(r"(\d+\.\d)% of atol \+ rtol \|expected\| at most over 3 case\(s\) \(seed 4242: the inputs "
+                    r"eval.py --distribution draws\); largest at ", checks["tolerance used, full-range"].reason)
     assert full and 0 < float(full.group(1)) < 100, checks["tolerance used, full-range"].reason
 
 
 def test_tolerance_used_fails_beyond_the_tolerance_on_the_servers_data():
     low = harness.load_submission(FIXTURES / "wrong_low_precision.py", keep=False).custom_kernel
     (official, *_) = audit.tolerance_checks(low, SMALL[:1], "cpu")
-    assert official.status == "FAIL" and "(beyond the tolerance)" in official.reason
+    assert official.status == "FAIL" and "(beyond the tolerance: eval.py --distribution official fails it)" in \
+        official.reason
+
+
+def test_the_tolerance_check_draws_the_inputs_eval_py_draws():
+    """Over the official test cases by default, each with its own seed, the inputs of every
+    distribution are bit for bit those eval.py's worker makes (harness.generate_case): what the
+    audit measures is what `eval.py --distribution D` checks (both seeds were once 4242 and 1111)."""
+    import inspect
+    assert inspect.signature(audit.audit).parameters["tolerance_shapes"].default is None
+    cases = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("tests")]
+    for dist in quant.DISTRIBUTIONS:
+        for m, k, l, seed in cases[:4]:
+            mine = audit._case_inputs(m, k, l, seed, dist, reference.default_device())
+            theirs = harness.generate_case({"m": m, "k": k, "l": l, "seed": seed}, dist)
+            assert all(torch.equal(x.view(torch.uint8) if x.element_size() == 1 else x,
+                                   y.view(torch.uint8) if y.element_size() == 1 else y)
+                       for x, y in zip(mine, theirs, strict=True)), (dist, m, k, l)
+
+
+FP16_SUMS = """
+import torch
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def decode(packed, scales):
+    table = torch.tensor(E2M1, device=packed.device)
+    codes = packed.view(torch.uint8).long()
+    values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1, 2)
+    return values * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data):
+    a, b, sfa, sfb, _, _, c = data
+    prod = decode(a, sfa) * decode(b[:1], sfb[:1])
+    m, k, l = prod.shape
+    groups = prod.reshape(m, k // 16, 16, l).sum(dim=2)
+    acc = torch.zeros((m, l), dtype=torch.float16, device=c.device)
+    for g in range(k // 16):  # the group sums accumulated in fp16
+        acc = acc + groups[:, g, :].to(torch.float16)
+    c[:, 0, :] = acc
+    return c
+"""
+
+
+def test_the_audit_and_eval_py_agree_on_a_case(tmp_path):
+    """An fp16 accumulator: `eval.py --distribution D` fails a case exactly where the audit's
+    tolerance used on it is over 100%, per distribution."""
+    sub = tmp_path / "fp16_sums.py"
+    sub.write_text(FP16_SUMS)
+    case = tmp_path / "case.txt"
+    case.write_text("m: 128; k: 1536; l: 1; seed: 1111\n")
+    kernel = harness.load_submission(sub, keep=False).custom_kernel
+    checks = {c.name: c for c in audit.tolerance_checks(kernel, [(128, 1536, 1, 1111)], reference.default_device())}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVFP4_") and k != "POPCORN_FD"}
+    for dist in quant.DISTRIBUTIONS:
+        proc = subprocess.run([sys.executable, "eval.py", "--submission", str(sub), "--shapes", str(case),
+                               "--distribution", dist], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        beyond = "beyond the tolerance" in checks[f"tolerance used, {dist}"].reason
+        assert (proc.returncode == 112) == beyond and proc.returncode in (0, 112), (dist, proc.stderr[-2000:])
 
 
 @pytest.mark.parametrize("out, expected, share", [
@@ -231,8 +292,8 @@ def test_tolerance_used_counts_as_the_checker_does(out, expected, share):
 def test_gpu_kit_submission_stays_inside_the_tolerance_on_every_distribution():
     """The kit's kernels on the official test shapes: at most the tolerance on every distribution
     (the number itself is in `eval.py audit`'s output)."""
-    checks = audit.tolerance_checks(submission.custom_kernel, sorted({(c["m"], c["k"], c["l"])
-                                    for c in harness.shape_set("tests")}), "cuda")
+    checks = audit.tolerance_checks(submission.custom_kernel, [(c["m"], c["k"], c["l"], c["seed"])
+                                                                for c in harness.shape_set("tests")], "cuda")
     assert len(checks) == len(quant.DISTRIBUTIONS)
     assert all(c.status == "INFO" and "beyond" not in c.reason for c in checks), [c.line() for c in checks]
 
