@@ -26,7 +26,8 @@ every other name is private to this file):
   ``writable_file_problem``;
 * the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
   ``kernelguard_precheck``, ``precheck_file``;
-* the one loader of a submission file: ``load_submission``;
+* the one loader of a submission file: ``load_submission``, ``KIT_OWN_FILES``, ``shadowed_files``,
+  ``submission_import_problem`` (in the worker);
 * test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
   ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
   ``gemv_bytes``, ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
@@ -283,17 +284,22 @@ def precheck_file(path: Path | str) -> Precheck:
 def load_submission(path: Path | str, name: str = "submission", keep: bool = True):
     """The file at ``path`` imported as the module ``name``, as the server imports its
     submission.py: while it runs, the module is ``sys.modules[name]`` (what dataclasses, pickling
-    and a module that imports itself need) and the file's folder is first on ``sys.path`` (for
-    ``task`` and files beside it). ``keep`` (the worker, the tools' command lines): both stay so
-    afterwards, and ``import submission`` finds this file; ``keep=False`` (the audit, a text
-    compiled aside): ``sys.path`` and whatever module held ``name`` before are put back. When the
-    import raises, they are put back too and the error goes to the caller."""
+    and a module that imports itself need), the kit's folder is first on ``sys.path`` and the
+    file's folder second: ``task``, ``reference`` and ``utils`` are the kit's, as on the server its
+    own files sit beside the submission, even where the file's folder holds others
+    (``shadowed_files``); files only beside the submission are still found. ``keep`` (the worker,
+    the tools' command lines): both stay so afterwards, and ``import submission`` finds this
+    file; ``keep=False`` (the audit, a text compiled aside): ``sys.path`` and whatever module held
+    ``name`` before are put back. When the import raises, they are put back too and the error
+    goes to the caller."""
     path = Path(path).resolve()
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         raise ImportError(f"{path}: not a Python source file (a submission's name ends in .py)")
     saved_path, saved_module = list(sys.path), sys.modules.get(name)
     sys.path.insert(0, str(path.parent))
+    if path.parent != HERE:
+        sys.path.insert(0, str(HERE))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -309,6 +315,39 @@ def load_submission(path: Path | str, name: str = "submission", keep: bool = Tru
             else:
                 sys.modules[name] = saved_module
     return module
+
+
+# The kit's files a submission's folder may hold copies or other versions of: the server's four
+# (it puts its own beside the submission) and what the kit's eval.py and reference.py import.
+KIT_OWN_FILES = (*SERVER_FILES, *KIT_SUPPORT_FILES)
+
+
+def shadowed_files(path: Path | str) -> list[str]:
+    """The names of ``KIT_OWN_FILES`` that the folder of the submission at ``path`` holds with
+    other contents than the kit's ([] for the kit's own folder): ``load_submission`` imports the
+    kit's, not those."""
+    folder = Path(path).resolve().parent
+    if folder == HERE:
+        return []
+    out = []
+    for name in KIT_OWN_FILES:
+        theirs, ours = folder / name, HERE / name
+        try:
+            if theirs.is_file() and ours.is_file() and theirs.read_bytes() != ours.read_bytes():
+                out.append(name)
+        except OSError:
+            continue
+    return out
+
+
+def submission_import_problem() -> str:
+    """In the worker: '' when the submission imports, else the one-line summary of why not (its
+    traceback, the submission's frames, goes to stderr once: ``_describe``)."""
+    try:
+        _submission()
+    except BaseException as exc:
+        return _describe(exc, "importing the submission")
+    return ""
 
 
 # =========================================================================== test files
