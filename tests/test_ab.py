@@ -456,3 +456,8 @@ def test_calibration_needs_a_gpu(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "error: the calibration needs a CUDA GPU (it runs eval.py ab)"
+
+
+def test_help_prints_the_level_as_a_percentage():
+    text = " ".join(ab.build_parser().format_help().split())
+    assert "with a 95% interval on the ratio" in text and "%%" not in text

@@ -396,9 +396,11 @@ def test_impossible_time_is_not_run_on_the_cpu():
 @requires_cuda
 def test_gpu_impossible_time_fails_a_cache_kept_across_calls():
     """wrong_cache_by_pointer serves every timed call after the first from its cache (the
-    benchmark loop reuses one input): times below bytes / peak on every benchmark shape."""
+    benchmark loop reuses one input): its median is the host's time between the two events, below
+    bytes / peak on the two large benchmark shapes (floors of 8.3 and 16.5 µs even on a B200; the
+    third's, 4.1 µs there, is near what a cache hit takes from Python)."""
     statuses = _statuses(FIXTURES / "wrong_cache_by_pointer.py", shapes=[(256, 1024, 2)], timing_cases=BENCHMARK_CASES)
-    assert statuses["impossible time"] == ["FAIL"] * len(BENCHMARK_CASES), statuses
+    assert statuses["impossible time"][:2] == ["FAIL", "FAIL"], statuses
 
 
 @requires_cuda
