@@ -3,7 +3,9 @@ and how sure is that?
 
 Every file is first checked as eval.py checks a submission: the server's upload rules
 (``harness.static_problems``; a missing ``#!POPCORN`` header line is noted, not failed: popcorn-cli
-reads those lines, the server's harness does not) and test mode on the official test shapes
+reads those lines, the server's harness does not), the server's pre-check where KernelGuard is
+installed (``harness.kernelguard_precheck``: a file it would reject fails; without it, a note) and
+test mode on the official test shapes
 (``--check-shapes``), each file in its own long-lived worker process (``harness.Worker``). A file
 that fails gets one line and is not timed. Without CUDA the run stops there: one line says
 timing needs a CUDA GPU, exit 2.
@@ -33,6 +35,11 @@ the leaderboard scores) is treated the same way on each round's mean log ratio o
 Verdict: faster when the whole interval lies below 1, slower when above, else "no difference this
 run could detect", with the smallest difference it could have detected (the interval's
 half-width) -- always for the GPU it ran on.
+
+After the table, a ``warning:`` line names each file and shape whose mean or median lies below
+the shape's bytes at the GPU's peak memory bandwidth (``harness.impossible_time``: with the L2
+cleared before every call, no output computed from that call's inputs comes sooner), or says
+that the GPU has no peak on record.
 
 Exit status: 0 when every file passed and was timed; 112 when one failed its checks or failed
 during timing (the others are still compared); 2 for bad arguments or without CUDA; 130 Ctrl-C.
@@ -402,10 +409,14 @@ def git_revision(path: Path) -> str | None:
 
 def check_file(worker: harness.Worker, path: Path, cases: list) -> tuple[str, str]:
     """('' or why the file fails, in one line; the backend it picks) -- the upload rules, the
-    backend it can run here, then test mode on ``cases`` in its worker."""
+    server's pre-check where KernelGuard is installed (``harness.kernelguard_precheck``; a file it
+    would reject fails), the backend it can run here, then test mode on ``cases`` in its worker."""
     fails = harness.static_problems(path)
     if fails:
         return fails[0], ""
+    found = harness.precheck_file(path)
+    if found.rejected:
+        return f"the server's pre-check would refuse it: {found.summary()}", ""
     status, backend = harness.backend_status(worker)
     if status in ("invalid setting", "cannot run"):
         return f"the submission {'rejects its settings' if status == 'invalid setting' else 'cannot run here'}: " \
@@ -468,6 +479,8 @@ def format_report(record: dict) -> str:
                      else f"verdict: {new} vs {base}: {geo['sentence']}")
     for line in record.get("failures", []):
         lines.append(f"FAIL: {line}")
+    for line in record.get("impossible_times", []):
+        lines.append(f"warning: {line}")
     return "\n".join(lines)
 
 
@@ -477,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python3 eval.py ab",
         description="Paired A/B timing: each NEW against BASE under the server's timed loop, rounds in "
-                    "alternating order, with a 95%% interval on the ratio NEW / BASE and a verdict for this GPU.")
+                    "alternating order, with a 95% interval on the ratio NEW / BASE and a verdict for this GPU.")
     p.add_argument("files", nargs="+", metavar="FILE", help="BASE NEW [NEW ...] (submission files)")
     p.add_argument("--shapes", default="benchmarks", metavar="|".join(harness.SHAPE_SETS) + "|FILE",
                    help="the timed shapes (default %(default)s)")
@@ -582,8 +595,13 @@ def _run(args, cases: dict) -> int:
     labels, pairs = labels_for(len(args.files), args.new_first)
     leaderboard = args.mode == "leaderboard"
     files = []
+    guard_missing = not harness.kernelguard_precheck("").installed
+    if guard_missing:
+        _progress("[ab] the server's pre-check is not run: " + harness.Precheck(installed=False).summary())
     for label, path in zip(labels, args.files, strict=True):
         notes = harness.header_warnings(Path(path))
+        if guard_missing:
+            notes.append("the server's pre-check was not run: " + harness.Precheck(installed=False).summary())
         files.append({"label": label, "path": path, "sha256": sha256_of(Path(path)), "git": git_revision(Path(path)),
                       "notes": notes, "passed": False, "error": "", "backend": ""})
     workers = _new_workers(files, args)  # set 1 starts in file order
@@ -717,11 +735,34 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                   + (f", {tel['temp_c_max']} C" if tel.get("temp_c_max") is not None else "")
                   + (f"; left out: {entry['excluded']}" if entry.get("excluded") else ""))
     record["seconds_total"] = round(time.monotonic() - t0, 1)  # the rounds, the later worker sets' start
+    record["impossible_times"] = impossible_times(record, timed, cases["timed"])
     record["pairs"] = [p for p in pairs if all(f["passed"] for f in files if f["label"] in p)]
     record["comparisons"] = analyze(record)
     print(format_report(record), flush=True)
     _write(args.json, record)
     return harness.EXIT_OK if all(f["passed"] for f in files) else harness.EXIT_FAIL
+
+
+def impossible_times(record: dict, files: list[dict], cases: list) -> list[str]:
+    """One line per file and shape whose mean or median over the kept rounds lies below the
+    shape's bytes at the GPU's peak bandwidth (``harness.impossible_time``: the timed loop
+    clears the L2 before each call), or one line saying the GPU has no peak on record."""
+    gpu = record.get("gpu", {}).get("name", "")
+    note = harness.unknown_peak_note(gpu)
+    if note:
+        return [note]
+    kept = [r for r in record["rounds"] if not r.get("excluded")]
+    out = []
+    for f in files:
+        for case in cases:
+            shape = shape_key(case.args)
+            durations = [d for r in kept for d in r["times"].get(f["label"], {}).get(shape, [])]
+            if durations:
+                line = harness.impossible_time(case.args["m"], case.args["k"], case.args["l"], gpu,
+                                               statistics.fmean(durations) / 1e3, statistics.median(durations) / 1e3)
+                if line:
+                    out.append(f"{f['label']} {f['path']}: {line}")
+    return out
 
 
 def _write(path: str | None, record: dict) -> None:

@@ -23,7 +23,8 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   answer;
 * fresh tensors holding an earlier call's values: INFO when right (recomputing and a
   value-keyed cache both give the right answer; fine either way), FAIL when wrong;
-* tolerance used (once, over the official test shapes): per input distribution
+* tolerance used (once, over the official test cases with their seeds, the inputs that
+  ``eval.py --distribution D`` draws for them: a share over 1 is a case eval.py fails): per input distribution
   (``quant.DISTRIBUTIONS``: the server's first), the largest |error| / (atol + rtol |expected|),
   NaN and infinity counted as the checker counts them. Shortcuts exact on the server's data (its
   bytes leave every high nibble zero, its scales are 0-2) can use more of it elsewhere: fp32
@@ -38,15 +39,28 @@ its output compared with ``reference.ref_kernel`` at the checker's tolerance
   finished. Work left on another queue or thread, which the leaderboard's events would not
   time, fails.
 
+On a GPU, per official benchmark shape, the impossible-time check: the server's benchmark loop
+(``harness.time_calls``: the same input every call, the L2 cleared before each) and a FAIL when the
+mean or the median lies below the shape's bytes (``harness.gemv_bytes``) at this GPU's peak memory
+bandwidth (``harness.PEAK_BANDWIDTH``, from the vendors' datasheets): no output computed from the
+call's inputs comes sooner, so such a time means a result kept across calls. A GPU without a peak
+on record gets one INFO line; on the CPU the check does not run.
+
 Once per file: the server's static rules (``harness.static_problems``: empty, size, UTF-8, the
-forbidden word; FAIL) and popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
-INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``).
+forbidden word; FAIL), popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
+INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``) and
+the server's pre-check (``harness.kernelguard_precheck``: KernelGuard 0.3.1, the version
+gpu-mode/kernelbot pins, with its default profile; FAIL with the matched rules where it would
+reject the file, INFO with its classification and rules otherwise, and INFO with the install
+command where it is not installed). The deployment's own switch (``KERNELGUARD_ENABLED``),
+profile and configuration are not public: a file it passes here may still be refused there.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import sys
 import threading
 from pathlib import Path
@@ -55,9 +69,16 @@ import harness
 
 CPU_SHAPES = ((256, 1024, 2),)
 GPU_SHAPES = ((1024, 7168, 4), (256, 1024, 2))  # like 4096x7168x8 (K, several L) at a quarter the size; small
-SEED = 4242
+SEED = 4242  # the per-shape checks' inputs (full-range values; any seed serves)
+# The tolerance check's seed where a shape comes without one: the official test cases' (shapes.json),
+# so that it measures what `eval.py --distribution D` checks on the same cases.
+TOLERANCE_SEED = 1111
 DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
 SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
+PRECHECK = "pre-check (KernelGuard)"
+# Timed calls per shape in the impossible-time check, at most: half the server's benchmark loop
+# (harness.BENCH_CASE, 200), whose stopping rule may end it sooner; enough for a stable median.
+TIMED_REPEATS = 100
 
 
 @dataclasses.dataclass
@@ -291,17 +312,31 @@ def tolerance_used(out, expected) -> tuple[float, tuple]:
     return float(share.flatten()[at]), tuple(int(i) for i in torch.unravel_index(torch.tensor(at), share.shape))
 
 
-def tolerance_checks(kernel, shapes, device) -> list[Check]:
-    """Per input distribution (the server's first), the share of the checker's tolerance the
-    submission uses at most over ``shapes``: the margin before the server sees it. A share over
-    1 fails on the server's own data; on the others it is reported (the server never draws them)."""
+def _case_inputs(m: int, k: int, l: int, seed: int, dist: str, device):
+    """A case's inputs on ``device`` as eval.py's worker makes them (``harness.generate_case``:
+    the official generator, then ``quant.fill`` for another distribution)."""
     import quant
     import reference
+    data = reference.generate_input(m, k, l, seed, device=device)
+    return data if dist == "official" else quant.fill(data, dist)
+
+
+def tolerance_checks(kernel, shapes, device) -> list[Check]:
+    """Per input distribution (the server's first), the share of the checker's tolerance the
+    submission uses at most over ``shapes`` ((m, k, l, seed), or (m, k, l) with the official
+    cases' seed ``TOLERANCE_SEED``): the margin before the server sees it. The inputs are those
+    ``eval.py --distribution D`` draws for the same cases (``harness.generate_case``), so a share
+    over 1 is a case eval.py fails. A share over 1 fails on the server's own data; on the others
+    it is reported (the server never draws them)."""
+    import quant
+    cases = [tuple(s) if len(s) == 4 else (*s, TOLERANCE_SEED) for s in shapes]
+    seeds = sorted({c[3] for c in cases})
+    over = f"{len(cases)} case(s) (seed {', '.join(map(str, seeds))}: the inputs eval.py --distribution draws)"
     out = []
     for dist in quant.DISTRIBUTIONS:
         worst, where = 0.0, None
-        for m, k, l in shapes:
-            data = quant.fill(reference.generate_input(m, k, l, SEED, device=device), dist)
+        for m, k, l, seed in cases:
+            data = _case_inputs(m, k, l, seed, dist, device)
             expected = _expected(data)
             try:
                 got = kernel(tuple(t.clone() for t in data))
@@ -319,10 +354,10 @@ def tolerance_checks(kernel, shapes, device) -> list[Check]:
             status = "FAIL" if worst > 1 and dist == "official" else "INFO"
             m, k, l, index = where
             if worst == 0:
-                reason = f"exact on every element of {len(shapes)} shape(s)"
+                reason = f"exact on every element of {over}"
             else:
-                over = " (beyond the tolerance)" if worst > 1 else ""
-                reason = (f"{worst:.1%} of atol + rtol |expected|{over} at most over {len(shapes)} shape(s); "
+                beyond = (f" (beyond the tolerance: eval.py --distribution {dist} fails it)" if worst > 1 else "")
+                reason = (f"{worst:.1%} of atol + rtol |expected|{beyond} at most over {over}; "
                           f"largest at {m}x{k}x{l}, element {index}")
             out.append(Check(status, f"tolerance used, {dist}", reason))
     return out
@@ -337,13 +372,52 @@ def static_checks(path: Path) -> list[Check]:
     warnings = harness.header_warnings(path)
     out.append(Check("INFO", "header lines", "; ".join(warnings)) if warnings else
                Check("PASS", "header lines", "both #!POPCORN lines on top (popcorn-cli reads them)"))
+    out.append(precheck_check(path))
     return out
 
 
-def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> list[Check]:
+def precheck_check(path: Path) -> Check:
+    """The server's pre-check (``harness.kernelguard_precheck``: KernelGuard at the version
+    kernelbot pins, default profile): FAIL naming the matched rules where it would reject the
+    file, INFO with its classification and rules otherwise, INFO with the install command where
+    it is not installed."""
+    found = harness.precheck_file(path)
+    return Check("FAIL" if found.rejected else "INFO", PRECHECK, found.summary())
+
+
+def timing_checks(kernel, cases, device_name: str) -> list[Check]:
+    """Per case (m, k, l, seed), the server's benchmark loop on the GPU (``harness.time_calls``:
+    one checked call, then up to ``TIMED_REPEATS`` calls on the same input, the L2 cleared before
+    each): FAIL when the mean or the median lies below the shape's bytes at this GPU's peak memory
+    bandwidth (``harness.impossible_time``: an output kept across calls), PASS otherwise; one INFO
+    line for a GPU without a peak on record."""
+    note = harness.unknown_peak_note(device_name)
+    if note:
+        return [Check("INFO", "impossible time", note)]
+    model, bps, _ = harness.peak_bandwidth(device_name)
+    out = []
+    for m, k, l, seed in cases:
+        name = f"impossible time [{m}x{k}x{l}]"
+        got = harness.time_calls(kernel, {"m": m, "k": k, "l": l, "seed": seed}, False, TIMED_REPEATS,
+                                 harness.BENCH_CASE[1])
+        if isinstance(got, str):
+            out.append(Check("FAIL", name, f"the timed loop failed: {harness.one_line(got)}"))
+            continue
+        mean, median = statistics.fmean(got) / 1e3, statistics.median(got) / 1e3
+        found = harness.impossible_time(m, k, l, device_name, mean, median)
+        floor = harness.floor_us(m, k, l, device_name)
+        out.append(Check("FAIL", name, found) if found else Check(
+            "PASS", name, f"mean {mean:.3f} µs, median {median:.3f} µs over {len(got)} calls (the server's benchmark "
+                          f"loop, the L2 cleared before each) at or above {floor:.3f} µs, "
+                          f"{harness.gemv_bytes(m, k, l) / 1e6:.1f} MB at the {model}'s peak of {bps / 1e12:g} TB/s"))
+    return out
+
+
+def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None, timing_cases=None) -> list[Check]:
     """Every check on the submission file ``path`` (``shapes``: default GPU_SHAPES on a GPU,
-    else CPU_SHAPES; ``tolerance_shapes``: default the official test shapes, () for none);
-    ``report(check)`` is called as each one is done."""
+    else CPU_SHAPES; ``tolerance_shapes``: default the official test shapes, () for none;
+    ``timing_cases``: (m, k, l, seed) for the impossible-time check, default the official
+    benchmark cases on a GPU, none on the CPU); ``report(check)`` is called as each one is done."""
     import torch
     path = Path(path)
     report = report or (lambda check: None)
@@ -366,8 +440,12 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None) -> 
     for m, k, l in shapes or (GPU_SHAPES if cuda else CPU_SHAPES):
         for check in shape_checks(kernel, m, k, l, device):
             add(check)
-    if tolerance_shapes is None:
-        tolerance_shapes = sorted({(c["m"], c["k"], c["l"]) for c in harness.shape_set("tests")})
+    if timing_cases is None:
+        timing_cases = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("benchmarks")] if cuda else []
+    for check in timing_checks(kernel, timing_cases, torch.cuda.get_device_name()) if timing_cases and cuda else []:
+        add(check)
+    if tolerance_shapes is None:  # the official test cases, with their seeds: what eval.py's test mode runs
+        tolerance_shapes = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("tests")]
     for check in tolerance_checks(kernel, tolerance_shapes, device) if tolerance_shapes else []:
         add(check)
     return done
@@ -380,9 +458,14 @@ def main(argv: list[str]) -> int:
                     "tensors, c poisoned, the output checked as soon as the call returns) and check the "
                     "server's static rules. One line per check: PASS|FAIL|INFO name: reason. Exit 0 only when "
                     "no check fails.")
-    p.add_argument("submission", nargs="?", default="submission.py", help="the file (default: %(default)s)")
+    p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the file (default: submission.py)")
+    p.add_argument("--submission", help="the file, as eval.py takes it (or give it positionally)")
     args = p.parse_args(argv)
-    path = Path(args.submission)
+    if args.file and args.submission and args.file != args.submission:
+        print(f"error: two submissions given ({args.file} and --submission {args.submission}); give one",
+              file=sys.stderr)
+        return harness.EXIT_USAGE
+    path = Path(args.file or args.submission or "submission.py")
     problem = harness.submission_problem(path)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``python3 eval.py compile [SUBMISSION] [--arch ARCH ...] [--shapes NAME]``: compile a CuTe DSL
+"""``python3 eval.py compile [SUBMISSION] [--arch ARCH ...] [--shapes NAME|FILE]``: compile a CuTe DSL
 submission for Blackwell (or another architecture) on a machine without a GPU.
 
 The CUTLASS Python DSL (``nvidia-cutlass-dsl``, ``import cutlass``) compiles a kernel for the
@@ -10,7 +10,8 @@ which it
 * imports the submission;
 * replaces every launch of a compiled CuTe function by a no-op that counts it (the DSL's
   ``JitCompiledFunction.run_compiled_program``), and counts the functions compiled;
-* per shape (default: the benchmark shapes of shapes.json), triggers compilation:
+* per shape (default: the benchmark shapes of shapes.json; ``--shapes tests|benchmarks|all|FILE``
+  as eval.py takes it), triggers compilation:
 
   - when the file defines ``compile_for(m, k, l)`` (the convention: compile what
     ``custom_kernel`` would run for that shape, return anything), it calls that;
@@ -117,10 +118,14 @@ def one_line(exc: BaseException) -> str:
 
 
 def load_shapes(name: str) -> list[tuple[int, int, int]]:
-    data = json.loads((HERE / "shapes.json").read_text())
-    if name not in data or not isinstance(data[name], list):
-        raise ValueError(f"--shapes must name a list of shapes.json ({', '.join(sorted(data))}), got {name!r}")
-    return [(int(s["m"]), int(s["k"]), int(s["l"])) for s in data[name]]
+    """(m, k, l) of ``--shapes``: a named set of shapes.json (``harness.SHAPE_SETS``: tests,
+    benchmarks, all) or a test file, as eval.py takes them. Raises ValueError naming the choices."""
+    from harness import SHAPE_SETS, TestFileError, shape_cases
+    try:
+        cases = shape_cases(name, "benchmark")
+    except TestFileError as exc:
+        raise ValueError(f"--shapes must be one of {', '.join(SHAPE_SETS)} or a test file: {exc}") from None
+    return [(int(c.args["m"]), int(c.args["k"]), int(c.args["l"])) for c in cases]
 
 
 # --------------------------------------------------------------------------- child (one arch)
@@ -287,11 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="eval.py compile", description=__doc__.split("\n\n")[0])
     ap.add_argument("submission", nargs="?", default="submission.py", help="the file (default submission.py)")
     ap.add_argument("--arch", action="append", help="target, repeatable (default sm_100a, the B200); e.g. sm_90a")
-    ap.add_argument("--shapes", default="benchmarks", help="a list of shapes.json (default benchmarks)")
+    ap.add_argument("--shapes", default="benchmarks", metavar="tests|benchmarks|all|FILE",
+                    help="the shapes compiled: a set of shapes.json or a test file, as eval.py takes them "
+                         "(default benchmarks)")
     args = ap.parse_args(argv)
     path = Path(args.submission)
-    if not path.is_file():
-        print(f"error: {path}: no such file", file=sys.stderr)
+    from harness import submission_problem
+    problem = submission_problem(path)
+    if problem:  # a folder, a missing file, no .py: what it wants, in one line
+        print(f"error: {problem}; eval.py compile takes a CuTe DSL submission file", file=sys.stderr)
         return EXIT_USAGE
     archs = args.arch or list(DEFAULT_ARCHS)
     bad = [a for a in archs if not ARCH_RE.match(a)]

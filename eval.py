@@ -20,8 +20,10 @@ harness.py's constants (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry t
   before anything runs). A ``POPCORN_FD`` that
   names no open file descriptor stops the run with one line on stderr and exit 1 (the
   server's traceback exits 1 too). Exit 0 when everything passed, 112 when not.
-* Before any case runs, ``submission.py`` (beside this file, else in the working directory)
-  is checked against the server's upload rules (``static_problems``: empty, size, UTF-8, the
+* Before any case runs, one line on stderr names the file tested: the ``submission.py`` the
+  worker imports, the first on the import path, which begins with this file's folder (run from
+  another folder, the file beside eval.py runs, not the working directory's). It is checked
+  against the server's upload rules (``static_problems``: empty, size, UTF-8, the
   forbidden word); a file that breaks one gets one line on stderr per rule, ``check: fail``
   and exit 112, as the server refuses such an upload. The ``#!POPCORN`` header lines are not
   checked here: the server never reads them (popcorn-cli does; human mode and the audit warn).
@@ -37,7 +39,14 @@ harness.py's constants (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry t
   ``benchmark.{i}.spec/runs/mean/std/err/best/worst`` (ns) and ``check``.
 * leaderboard: like benchmark, each repeat on a fresh input whose output is checked; the
   first failure ends the run.
-* profile: a torch profiler table per case, base64 with altchars ``+*``.
+* profile: per case one call, on the server's rule for ``POPCORN_NCU``
+  (``harness.server_ncu_rule``: ``bool(os.getenv("POPCORN_NCU", "0"))``, which is true when the
+  variable is unset, "0" being a non-empty string): the Nsight Compute path -- the inputs made
+  inside an NVTX range "generate input", the call inside one named "custom_kernel" (what the
+  server's ``ncu --nvtx-include custom_kernel/`` profiles) and an empty report; only
+  ``POPCORN_NCU=`` (set, empty) takes the torch profiler's path, a table per case. Reports are
+  base64 with altchars ``+*``. ``python eval.py profile [SUBMISSION]`` without ``POPCORN_FD``
+  runs the server's ncu command over this harness (ncu_profile.py).
 
 Where this file knowingly differs from the server's:
 
@@ -68,16 +77,27 @@ Where this file knowingly differs from the server's:
 HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py human
 [options]``): runs the same loops and prints a table per mode (runs, mean, median, best, worst
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
-of the means (the leaderboard's score) and of the medians. See ``python eval.py --help``.
+of the means (the leaderboard's score) and of the medians; ``--mode profile`` prints the torch
+profiler's table per case (the ncu path only where ``POPCORN_NCU`` is set to a true value, i.e.
+under ncu). After a benchmark or leaderboard table, a ``warning:`` line on stderr names each
+shape whose mean or median lies below what its bytes take at the GPU's peak memory bandwidth
+(``harness.impossible_times``: with the L2 cleared before every call, no output computed from
+that call's inputs comes sooner), or says that the GPU has no peak on record. See ``python
+eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
 a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings``) and its
-arguments: the submission (an existing ``.py`` file, positional or ``--submission``),
+arguments: the submission (an existing ``.py`` file, positional or ``--submission``; it is
+imported with the kit's folder first on the path, so a reference.py, utils.py or task.py beside
+it is not used, which one ``warning:`` line says, ``harness.shadowed_files``; one that does not
+import stops the run with its traceback and one ``error:`` line, exit 112, before any case),
 ``--json`` (a path it can write), the shapes (``--shapes``: a named set of shapes.json or a
 file, every case valid for the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
-where the submission has ``select_backend(device)``, that its backend can run here; any of
-these failing stops with one ``error:`` line on stderr and exit 2. A case that runs longer
+where the submission has ``select_backend(device)``, that its backend can run here (without
+one, ``--backend`` gets a ``warning:`` line: nothing reads it); any of these failing stops with
+one ``error:`` line on stderr and exit 2. A passing test mode adds one ``note:`` line: caching and
+deferred work are ``eval.py audit``'s job. A case that runs longer
 than ``HEARTBEAT_S`` prints a "still running" line every ``HEARTBEAT_S`` seconds; one that
 runs past ``--timeout`` (default ``CASE_TIMEOUT_S``) fails and its worker is killed. Ctrl-C
 ends the run with one line and exit 130.
@@ -121,14 +141,18 @@ from harness import (
     env_flag,
     format_table,
     header_warnings,
+    impossible_times,
     input_bytes,
     read_test_file,
     run_mode,
     safe_call,
+    shadowed_files,
     shape_cases,
     static_problems,
+    submission_import_problem,
     submission_problem,
     summarize,
+    unknown_peak_note,
     with_secret,
     writable_file_problem,
 )
@@ -157,15 +181,19 @@ def _harness_date_from(value: str | None) -> str:
     return date
 
 
-def _protocol_static_problems() -> list[str]:
-    """``static_problems`` of the submission protocol mode imports: ``submission.py`` beside
-    this file (the server's layout), else in the working directory; one line each, naming the
+def _protocol_submission() -> Path | None:
+    """The file protocol mode's worker imports as ``submission``: the first ``submission.py`` on
+    the import path the spawned worker inherits, which begins with this file's folder (the
+    server's layout), whatever the working directory; None when there is none."""
+    import importlib.machinery
+    spec = importlib.machinery.PathFinder.find_spec("submission", sys.path)
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
+def _protocol_static_problems(path: Path | None) -> list[str]:
+    """``static_problems`` of the submission protocol mode imports, one line each, naming the
     file. [] when there is none (each case then says the import failed)."""
-    for folder in (HERE, Path.cwd()):
-        path = folder / "submission.py"
-        if path.is_file():
-            return [f"{path}: {problem}" for problem in static_problems(path)]
-    return []
+    return [f"{path}: {problem}" for problem in static_problems(path)] if path is not None else []
 
 
 def protocol_main(argv: list[str]) -> int:
@@ -220,13 +248,18 @@ def protocol_main(argv: list[str]) -> int:
     def log(key, value):
         print(f"{key}: {value}", file=out, flush=True)
 
-    problems = _protocol_static_problems()
+    submission = _protocol_submission()
+    problems = _protocol_static_problems(submission)
     if problems:  # the server refuses such an upload before anything runs
         for problem in problems:
             print(problem, file=sys.stderr)
         log("check", "fail")
         out.close()
         return EXIT_FAIL
+    # Which file runs, in one line: from another folder it is the one beside eval.py, not the
+    # working directory's (the server's layout has only the one).
+    print(f"eval.py {mode} {test_file}: " + (f"submission {submission}" if submission else
+          f"no submission.py beside eval.py ({HERE}): every case fails to import it"), file=sys.stderr, flush=True)
 
     try:
         with Worker(None, distribution, env_flag(ENV_CHECK_INPUTS, True)) as worker:
@@ -256,6 +289,7 @@ def human_main(argv: list[str]) -> int:
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
                "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
                "The kit's sources (kernels/) copied into submission.py: python eval.py bundle [--check]. "
+               "Nsight Compute profile as the server takes it (a GPU and ncu): python eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
@@ -330,6 +364,10 @@ def _human(args) -> int:
         bundle.refuse_if_stale(submission)
     for warning in header_warnings(submission):
         print(f"warning: {submission}: {warning}", file=sys.stderr)
+    shadowed = shadowed_files(submission)
+    if shadowed:  # the loader puts the kit's folder first: these are not imported
+        print(f"warning: {submission.parent} holds its own {', '.join(shadowed)}: the kit's are used (the server, "
+              "too, puts its own beside the submission)", file=sys.stderr)
     try:
         distribution = _distribution_from(args.distribution)
         modes = ["test", "benchmark", "leaderboard"] if args.mode == "all" else [args.mode]
@@ -368,7 +406,13 @@ def _human(args) -> int:
         # A fresh worker per mode, as the server starts eval.py once per mode.
         with Worker(str(submission), distribution, env_flag(ENV_CHECK_INPUTS, True), heartbeat,
                     timeout=args.timeout, ignore_interrupt=True) as worker:
-            if mode == modes[0]:  # the backend, once, before any case: one line if it cannot run here
+            if mode == modes[0]:  # the import, then the backend, once, before any case: one line each
+                problem = safe_call(worker, submission_import_problem)
+                if problem:  # its traceback (the submission's frames) went to stderr once
+                    print(f"error: {submission} does not import, so no case ran: {problem}", file=sys.stderr)
+                    report.update(passed=False, import_error=str(problem))
+                    _write_json(args.json, report, progress)
+                    return EXIT_FAIL
                 status, backend = backend_status(worker)
                 if status == "invalid setting":
                     print(f"error: the submission rejects its settings: {backend}", file=sys.stderr)
@@ -380,8 +424,12 @@ def _human(args) -> int:
                 report["backend"] = backend or None
                 if backend:
                     progress(f"[backend] {backend} ({ENV_BACKEND}={requested})")
+                elif args.backend:
+                    print(f"warning: --backend {args.backend}: {submission} has no backend registry (no "
+                          f"select_backend(device)); {ENV_BACKEND} is read by the kit's submission only and is "
+                          "ignored here", file=sys.stderr)
             results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress,
-                               harness_date=args.harness_date)
+                               harness_date=args.harness_date, ncu=env_flag("POPCORN_NCU", False))
             picks = safe_call(worker, backend_picks) if report["backend"] == "fastest" else None
         if isinstance(picks, dict) and picks:
             report["backend_picks"] = {**report.get("backend_picks", {}), **picks}
@@ -391,17 +439,29 @@ def _human(args) -> int:
                 if r.ok:
                     print(f"--- profile {r.spec}\n{r.report}")
         print(format_table(summary, device, _backend_label(report)), flush=True)
+        if mode == "test" and summary["passed"]:
+            print(f"note: test mode checks each output once, on fresh inputs; caching and deferred work are the "
+                  f"audit's job: python3 eval.py audit {submission}")
         print()
+        if mode in ("benchmark", "leaderboard"):  # the L2 cleared before each call: bytes / peak bounds it
+            found = summary["impossible_times"] = impossible_times(summary, device)
+            note = unknown_peak_note(device)  # an unknown GPU: nothing found, and one line says why
+            for line in found + ([note] if note else []):
+                print(f"warning: {line}", file=sys.stderr, flush=True)
         report["modes"][mode] = summary
         if not summary["passed"]:
             passed = False
             break
     report["passed"] = passed
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-        progress(f"wrote JSON: {args.json}")
+    _write_json(args.json, report, progress)
     return EXIT_OK if passed else EXIT_FAIL
+
+
+def _write_json(path: str | None, report: dict, progress) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(report, indent=2) + "\n")
+        progress(f"wrote JSON: {path}")
 
 
 def _backend_label(report: dict) -> str:
@@ -431,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         return bundle_main(argv[1:])
     if os.environ.get("POPCORN_FD"):
         return protocol_main(argv)
+    if argv and argv[0] == "profile":  # without POPCORN_FD: the server's ncu run, in ncu_profile.py beside this file
+        from ncu_profile import main as profile_main
+        return profile_main(argv[1:])
     if argv and argv[0] in MODES:
         print("POPCORN_FD is not set: protocol mode writes its results to that file descriptor. "
               "For the human mode run `python eval.py --help`.", file=sys.stderr)

@@ -19,18 +19,24 @@ every other name is private to this file):
   ``MIN_WALL_NS``, ``MAX_WALL_NS``, ``REL_ERR_TARGET``, ``RECHECK_SEED_STEP``,
   ``CPU_MAX_REPEATS``, ``HEARTBEAT_S``, ``CASE_TIMEOUT_S``;
 * cases and environment: ``INPUT_NAMES``, ``CASE_KEYS``, ``SHAPE_SETS``, ``ENV_DISTRIBUTION``,
-  ``ENV_CHECK_INPUTS``, ``ENV_LOG_MEDIAN``, ``ENV_BACKEND``, ``ENV_HARNESS_DATE``, ``env_flag``;
+  ``ENV_CHECK_INPUTS``, ``ENV_LOG_MEDIAN``, ``ENV_BACKEND``, ``ENV_HARNESS_DATE``,
+  ``ENV_PROFILE_CONFIGS``, ``env_flag``, ``server_ncu_rule``;
 * the upload rules and argument checks: ``MAX_SUBMISSION_BYTES``, ``FORBIDDEN_WORD``,
   ``REQUIRED_HEADERS``, ``static_problems``, ``header_warnings``, ``submission_problem``,
   ``writable_file_problem``;
-* the one loader of a submission file: ``load_submission``;
+* the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
+  ``kernelguard_precheck``, ``precheck_file``;
+* the one loader of a submission file: ``load_submission``, ``KIT_OWN_FILES``, ``shadowed_files``,
+  ``submission_import_problem`` (in the worker);
 * test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
   ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
-  ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
+  ``gemv_bytes``, ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
+* impossible times: ``PEAK_BANDWIDTH``, ``peak_bandwidth``, ``floor_us``, ``impossible_time``,
+  ``unknown_peak_note``, ``impossible_times``;
 * statistics: ``Stats``, ``calculate_stats``, ``should_stop``, ``geomean``;
 * in the worker process (or any process): ``run_benchmark_case`` (the timed loop, for
-  ``Worker.call``), ``generate_case``, ``distributions``, ``backend_picks``, ``user_traceback``,
-  ``one_line``;
+  ``Worker.call``), ``time_calls`` (the same loop on a kernel in this process),
+  ``generate_case``, ``distributions``, ``backend_picks``, ``user_traceback``, ``one_line``;
 * the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
   ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
   ``run_mode``;
@@ -113,6 +119,9 @@ ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
 ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
 ENV_BACKEND = "NVFP4_GEMV_BACKEND"
 ENV_HARNESS_DATE = "NVFP4_EVAL_HARNESS_DATE"  # one of HARNESS_DATES: the leaderboard loop's repeats
+# A file the profile mode's worker appends each case's kernel configurations to (``eval.py profile``
+# sets it; the protocol's lines stay the server's).
+ENV_PROFILE_CONFIGS = "NVFP4_EVAL_PROFILE_CONFIGS"
 
 _CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
 
@@ -196,22 +205,101 @@ def writable_file_problem(path: str | None, option: str, example: str) -> str:
     return ""
 
 
+# =========================================================================== the pre-check
+# gpu-mode/kernelbot at 4bdd839ad76eaac0cdab986d30f8d77f989a289b (src/libkernelbot/kernelguard.py,
+# pinned kernelguard==0.3.1 in its pyproject.toml) runs KernelGuard, a rule-based static
+# classifier, on each benchmark, leaderboard, profile and private submission where the deployment
+# sets KERNELGUARD_ENABLED (test mode is not checked), through `kernelguard --api-mode` with its
+# KERNELGUARD_PROFILE / KERNELGUARD_CONFIG when set, and refuses a submission the classifier marks
+# ``should_filter``, naming the matched rules. The deployment's switch, profile and config are not
+# public: the kit runs 0.3.1 with its default profile, which is what the command runs without them.
+KERNELGUARD_VERSION = "0.3.1"
+KERNELGUARD_INSTALL = f"python3 -m pip install kernelguard=={KERNELGUARD_VERSION}"
+
+
+@dataclasses.dataclass
+class Precheck:
+    """What KernelGuard made of a submission: ``installed`` False when it is not importable
+    here (then nothing else is set); ``rejected`` its ``should_filter``; ``rules`` the matched
+    rules as "NAME (severity)", sorted and unique; ``error`` when the analysis itself raised."""
+    installed: bool
+    version: str = ""
+    rejected: bool = False
+    classification: str = ""
+    reason: str = ""
+    rules: list = dataclasses.field(default_factory=list)
+    error: str = ""
+
+    def label(self) -> str:
+        """"KernelGuard 0.3.1, default profile" (with a note when another version is installed)."""
+        note = "" if self.version == KERNELGUARD_VERSION else f"; the server pins {KERNELGUARD_VERSION}"
+        return f"KernelGuard {self.version or '?'}, default profile{note}"
+
+    def summary(self) -> str:
+        """One line: the verdict, the classification and the rules."""
+        if not self.installed:
+            return f"KernelGuard is not installed here: {KERNELGUARD_INSTALL} (or pip install -e \".[guard]\")"
+        if self.error:
+            return (f"{self.label()}: the analysis raised {self.error} (the server's pre-check then answers "
+                    "'unavailable' unless its deployment fails open)")
+        rules = ", ".join(self.rules) if self.rules else "none"
+        if self.rejected:
+            return (f"{self.label()}: rejected ({self.classification}, {self.reason}); matched rules: {rules}; the "
+                    "server refuses such a submission where its pre-check is on (KERNELGUARD_ENABLED)")
+        return f"{self.label()}: not rejected ({self.classification}); matched rules: {rules}"
+
+
+def kernelguard_precheck(source: str) -> Precheck:
+    """KernelGuard on a submission's text, in this process, as ``kernelguard --api-mode``
+    analyses its standard input (the default profile, no structural hash)."""
+    try:
+        import kernelguard
+    except ImportError:
+        return Precheck(installed=False)
+    try:
+        from importlib.metadata import version
+        installed = version("kernelguard")
+    except Exception:  # noqa: BLE001 - a copy without metadata still runs
+        installed = ""
+    try:
+        kernelguard.configure_runtime(profile=kernelguard.DEFAULT_PROFILE_NAME)
+        result = kernelguard.analyze_code(source, compute_structural_hash=False)
+    except Exception as exc:  # noqa: BLE001 - reported, never fatal
+        return Precheck(installed=True, version=installed, error=one_line(f"{type(exc).__name__}: {exc}"))
+    rules = sorted({f"{m.get('pattern', 'unknown')} ({m.get('severity', '?')})"
+                    for m in result.get("matched_patterns", []) if isinstance(m, dict)})
+    return Precheck(installed=True, version=installed, rejected=bool(result.get("should_filter")),
+                    classification=str(result.get("classification", "unknown")),
+                    reason=str(result.get("filter_reason") or ""), rules=rules)
+
+
+def precheck_file(path: Path | str) -> Precheck:
+    """``kernelguard_precheck`` of a file's text (undecodable bytes replaced: the upload rules
+    report those)."""
+    return kernelguard_precheck(Path(path).read_bytes().decode("utf-8", "replace"))
+
+
 # =========================================================================== the loader
 
 def load_submission(path: Path | str, name: str = "submission", keep: bool = True):
     """The file at ``path`` imported as the module ``name``, as the server imports its
     submission.py: while it runs, the module is ``sys.modules[name]`` (what dataclasses, pickling
-    and a module that imports itself need) and the file's folder is first on ``sys.path`` (for
-    ``task`` and files beside it). ``keep`` (the worker, the tools' command lines): both stay so
-    afterwards, and ``import submission`` finds this file; ``keep=False`` (the audit, a text
-    compiled aside): ``sys.path`` and whatever module held ``name`` before are put back. When the
-    import raises, they are put back too and the error goes to the caller."""
+    and a module that imports itself need), the kit's folder is first on ``sys.path`` and the
+    file's folder second: ``task``, ``reference`` and ``utils`` are the kit's, as on the server its
+    own files sit beside the submission, even where the file's folder holds others
+    (``shadowed_files``); files only beside the submission are still found. ``keep`` (the worker,
+    the tools' command lines): both stay so afterwards, and ``import submission`` finds this
+    file; ``keep=False`` (the audit, a text compiled aside): ``sys.path`` and whatever module held
+    ``name`` before are put back. When the import raises, they are put back too and the error
+    goes to the caller."""
     path = Path(path).resolve()
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         raise ImportError(f"{path}: not a Python source file (a submission's name ends in .py)")
     saved_path, saved_module = list(sys.path), sys.modules.get(name)
     sys.path.insert(0, str(path.parent))
+    if path.parent != HERE:
+        sys.path.insert(0, str(HERE))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -227,6 +315,39 @@ def load_submission(path: Path | str, name: str = "submission", keep: bool = Tru
             else:
                 sys.modules[name] = saved_module
     return module
+
+
+# The kit's files a submission's folder may hold copies or other versions of: the server's four
+# (it puts its own beside the submission) and what the kit's eval.py and reference.py import.
+KIT_OWN_FILES = (*SERVER_FILES, *KIT_SUPPORT_FILES)
+
+
+def shadowed_files(path: Path | str) -> list[str]:
+    """The names of ``KIT_OWN_FILES`` that the folder of the submission at ``path`` holds with
+    other contents than the kit's ([] for the kit's own folder): ``load_submission`` imports the
+    kit's, not those."""
+    folder = Path(path).resolve().parent
+    if folder == HERE:
+        return []
+    out = []
+    for name in KIT_OWN_FILES:
+        theirs, ours = folder / name, HERE / name
+        try:
+            if theirs.is_file() and ours.is_file() and theirs.read_bytes() != ours.read_bytes():
+                out.append(name)
+        except OSError:
+            continue
+    return out
+
+
+def submission_import_problem() -> str:
+    """In the worker: '' when the submission imports, else the one-line summary of why not (its
+    traceback, the submission's frames, goes to stderr once: ``_describe``)."""
+    try:
+        _submission()
+    except BaseException as exc:
+        return _describe(exc, "importing the submission")
+    return ""
 
 
 # =========================================================================== test files
@@ -345,6 +466,12 @@ def input_bytes(m: int, k: int, l: int) -> int:
     return rows * k // 2 * l + 2 * rows * k // 16 * l + 2 * m * l
 
 
+def gemv_bytes(m: int, k: int, l: int) -> int:
+    """Bytes a GEMV must move at least: a, sfa, row 0 of b and of sfb (every batch) and c (the
+    same count as benchmarks/timing.py's)."""
+    return m * k // 2 * l + m * k // 16 * l + k // 2 * l + k // 16 * l + 2 * m * l
+
+
 def spec_line(case: dict) -> str:
     """``{"m": 128, "k": 256, "l": 1, "seed": 1111, ...}`` -> ``m: 128; k: 256; l: 1; seed: 1111``
     (only m, k, l, seed: the keys a test file carries)."""
@@ -388,6 +515,96 @@ def shape_cases(choice: str | None, mode: str) -> list[TestCase]:
                             "existing file")
     return read_test_file(choice)
 
+
+
+# =========================================================================== impossible times
+# Peak memory bandwidth per GPU model, from the vendor's datasheets (decimal TB/s). With the L2
+# cleared before every call, as the server's timed loops do, a call cannot move its
+# ``gemv_bytes`` faster than the peak: a shape timed below bytes / peak was not computed from that
+# call's inputs (an output kept across calls). Clean-L2 benchmarks whose inputs fit in the L2 can
+# legally beat it: the check belongs to the timed modes that clear it. Patterns are tried in order
+# on the CUDA device name (torch.cuda.get_device_name, nvidia-smi's name); where a name leaves the
+# variant open, the family's highest peak is used, so that the check never flags a possible time.
+PEAK_BANDWIDTH = (
+    # (pattern, model, bytes per second, source)
+    (r"\bGB200\b", "GB200", 8.0e12,
+     "NVIDIA GB200 NVL72 datasheet: 576 TB/s of HBM3e bandwidth for 72 Blackwell GPUs"),
+    (r"\bB200\b", "B200", 8.0e12,
+     "NVIDIA DGX B200 datasheet: 64 TB/s of HBM3e bandwidth for its 8 B200 GPUs"),
+    (r"\bGH200\b", "GH200", 4.9e12,
+     "NVIDIA GH200 Grace Hopper Superchip datasheet: 4.9 TB/s (144 GB HBM3e; 4 TB/s with 96 GB HBM3)"),
+    (r"\bH200\b", "H200", 4.8e12,
+     "NVIDIA H200 Tensor Core GPU datasheet: 4.8 TB/s (H200 SXM and H200 NVL)"),
+    (r"\bH100\b.*\bPCIe\b", "H100 PCIe", 2.0e12,
+     "NVIDIA H100 Tensor Core GPU datasheet (2022): 2 TB/s (H100 PCIe); product brief PB-11133-001: over 2,000 GB/s"),
+    (r"\bH100\b.*\bNVL\b", "H100 NVL", 3.9e12, "NVIDIA H100 Tensor Core GPU datasheet: 3.9 TB/s (H100 NVL)"),
+    (r"\bH100\b.*\b(SXM|HBM3)\b", "H100 SXM", 3.35e12,
+     "NVIDIA H100 Tensor Core GPU datasheet: 3.35 TB/s (H100 SXM)"),
+    (r"\bH100\b", "H100 (variant not named: H100 NVL's peak, the family's highest)", 3.9e12,
+     "NVIDIA H100 Tensor Core GPU datasheet: 3.35 TB/s (SXM), 3.9 TB/s (NVL)"),
+    (r"\bA100\b.*80GB.*PCIe", "A100 80GB PCIe", 1.935e12,
+     "NVIDIA A100 Tensor Core GPU datasheet: 1,935 GB/s (A100 80GB PCIe)"),
+    (r"\bA100\b.*40GB", "A100 40GB", 1.555e12, "NVIDIA A100 Tensor Core GPU datasheet: 1,555 GB/s (A100 40GB)"),
+    (r"\bA100\b", "A100 80GB SXM", 2.039e12,
+     "NVIDIA A100 Tensor Core GPU datasheet: 2,039 GB/s (A100 80GB SXM, the family's highest)"),
+    (r"\bL40S\b", "L40S", 0.864e12, "NVIDIA L40S datasheet: 864 GB/s"),
+    (r"\bL4\b", "L4", 0.3e12, "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s"),
+    (r"\bA10G?\b", "A10", 0.6e12, "NVIDIA A10 Tensor Core GPU datasheet: 600 GB/s"),
+)
+
+
+def peak_bandwidth(device: str) -> tuple[str, float, str] | None:
+    """(model, peak bytes per second, its source) of a CUDA device name, or None when the
+    kit has no figure for it (``PEAK_BANDWIDTH``)."""
+    for pattern, model, bps, source in PEAK_BANDWIDTH:
+        if re.search(pattern, device or "", re.IGNORECASE):
+            return model, bps, source
+    return None
+
+
+def floor_us(m: int, k: int, l: int, device: str) -> float | None:
+    """The least time, in µs, one call of the shape can take on ``device`` with the L2 cleared:
+    ``gemv_bytes`` at the GPU's peak bandwidth; None for an unknown GPU."""
+    peak = peak_bandwidth(device)
+    return None if peak is None else gemv_bytes(m, k, l) / peak[1] * 1e6
+
+
+def impossible_time(m: int, k: int, l: int, device: str, mean_us: float | None,
+                    median_us: float | None = None) -> str:
+    """'' when the shape's times are possible on ``device`` (or unknown), else one line: the
+    mean (or the median: most calls) below ``floor_us``."""
+    floor = floor_us(m, k, l, device)
+    if floor is None:
+        return ""
+    low = [(name, v) for name, v in (("mean", mean_us), ("median", median_us)) if v is not None and v < floor]
+    if not low:
+        return ""
+    model, bps, source = peak_bandwidth(device)
+    said = " and ".join(f"{name} {v:.3f} µs" for name, v in low)
+    return (f"{m}x{k}x{l}: {said} below {floor:.3f} µs, the time {gemv_bytes(m, k, l) / 1e6:.1f} MB take at "
+            f"the {model}'s peak memory bandwidth of {bps / 1e12:g} TB/s ({source}) with the L2 cleared: those "
+            "outputs did not come from the calls' inputs (a result kept across calls?)")
+
+
+def unknown_peak_note(device: str) -> str:
+    """One line for a GPU without a peak bandwidth on record ('' when there is one)."""
+    if peak_bandwidth(device) is not None:
+        return ""
+    return (f"no peak memory bandwidth on record for {device or 'this GPU'} (harness.PEAK_BANDWIDTH): the "
+            "impossible-time check did not run")
+
+
+def impossible_times(summary: dict, device: str) -> list[str]:
+    """``impossible_time`` of every timed case of a ``summarize`` output (mean and median)."""
+    if summary.get("mode") not in ("benchmark", "leaderboard"):
+        return []
+    out = []
+    for row in summary.get("cases", []):
+        if row.get("status") == "pass" and row.get("mean_us") is not None:
+            line = impossible_time(row["m"], row["k"], row["l"], device, row["mean_us"], row.get("median_us"))
+            if line:
+                out.append(line)
+    return out
 
 
 # =========================================================================== statistics
@@ -625,21 +842,31 @@ def _run_test_case(args: dict) -> tuple[bool, str]:
 
 
 def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
-    """One correctness check, then the timed loop. Returns the list of durations (ns) or a
-    failure message (str)."""
-    import torch
-
-    from utils import clear_l2_cache
+    """One correctness check, then the timed loop (``time_calls``), in the worker. Returns the
+    list of durations (ns) or a failure message (str)."""
     try:
         custom_kernel = _custom_kernel()
     except BaseException as exc:
         return _describe(exc, "importing the submission")
+    return time_calls(custom_kernel, args, recheck, max_repeats, budget_ns, _generate)
+
+
+def time_calls(custom_kernel, args: dict, recheck: bool, max_repeats: int, budget_ns: float, generate=None):
+    """The server's timed loop on ``custom_kernel``: one checked call, then up to ``max_repeats``
+    timed ones (synchronize, clear the L2, event, call, event, synchronize; ``recheck``: a fresh,
+    checked input before each, as leaderboard mode; else the same input every time, as benchmark
+    mode) until ``should_stop``. ``generate(args)`` makes a case's inputs (default the official
+    ones). Returns the durations (ns) or a failure message (str)."""
+    import torch
+
+    from utils import clear_l2_cache
+    generate = generate or generate_case
     args = dict(args)
     cuda = torch.cuda.is_available()
     if not cuda:
         max_repeats = min(max_repeats, CPU_MAX_REPEATS)
     try:
-        data = _generate(args)
+        data = generate(args)
         pristine = _clone(data)
         given = _clone(data)
         output = custom_kernel(given)
@@ -656,7 +883,7 @@ def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: f
             if recheck:
                 if "seed" in args:
                     args["seed"] += RECHECK_SEED_STEP
-                data = _generate(args)
+                data = generate(args)
                 pristine = _clone(data)
             _sync()
             if cuda:
@@ -687,20 +914,62 @@ def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: f
         return _describe(exc, "custom_kernel")
 
 
-def _run_profile_case(args: dict):
-    """(True, a profiler table of one call) or (False, a failure message)."""
+def _nvtx(name: str):
+    """``torch.cuda.nvtx.range(name)`` with CUDA (what Nsight Compute's ``--nvtx-include``
+    selects by), a no-op without it (a CPU build of torch has no NVTX)."""
+    import contextlib
+
+    import torch
+    if not torch.cuda.is_available():
+        return contextlib.nullcontext()
+    return torch.cuda.nvtx.range(name)
+
+
+def _record_profile_configs(args: dict) -> None:
+    """After a profiled call, outside its NVTX range: where ``ENV_PROFILE_CONFIGS`` names a
+    file (``eval.py profile`` sets it), append one JSON line with the case and what the
+    submission's optional ``profile_configs()`` says of the kernels that call launched
+    ({kernel name: its configuration}), and its per-shape backend picks. Never fails the case."""
+    target = os.environ.get(ENV_PROFILE_CONFIGS)
+    if not target:
+        return
+    entry = {"case": {key: args.get(key) for key in CASE_KEYS}, "configs": {}, "backend_picks": backend_picks()}
+    try:
+        describe = getattr(_submission(), "profile_configs", None)
+        if callable(describe):
+            entry["configs"] = {str(k): str(v) for k, v in dict(describe()).items()}
+    except Exception as exc:  # noqa: BLE001 - a note in the record, not a failed case
+        entry["error"] = one_line(f"profile_configs() raised {type(exc).__name__}: {exc}")
+    with open(target, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def _run_profile_case(args: dict, ncu: bool = False):
+    """(True, the report of one profiled call) or (False, a failure message). ``ncu``: the
+    server's Nsight Compute path (``_run_single_profile_ncu``): inputs made inside an NVTX range
+    "generate input", one call inside an NVTX range "custom_kernel" (what ``ncu --nvtx-include
+    custom_kernel/`` profiles), and an empty report (the tables come from ncu's own report).
+    Otherwise the torch profiler's table of one call, inside the same ranges."""
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
         cuda = torch.cuda.is_available()
         custom_kernel = _custom_kernel()
-        data = _generate(args)
-        _sync()
+        with _nvtx("generate input"):
+            data = _generate(args)
+            _sync()
         given = _clone(data)
+        if ncu:
+            with _nvtx("custom_kernel"):
+                custom_kernel(given)
+                _sync()
+            _record_profile_configs(args)
+            return True, ""
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
         with profile(activities=activities) as prof:
-            custom_kernel(given)
-            _sync()
+            with _nvtx("custom_kernel"):
+                custom_kernel(given)
+                _sync()
         sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
         return True, prof.key_averages().table(sort_by=sort, row_limit=20)
     except BaseException as exc:
@@ -885,14 +1154,29 @@ def run_timed_mode(log, worker: Worker, tests: list[TestCase], leaderboard: bool
     return results
 
 
-def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None) -> list[CaseResult]:
+def server_ncu_rule(environ=None) -> bool:
+    """The server's choice of its Nsight Compute path in profile mode, quirk included:
+    ``bool(os.getenv("POPCORN_NCU", "0"))`` (problems/nvidia/eval.py at f83cb92,
+    ``run_single_profile``) is true whenever the variable is unset ("0" is a non-empty string)
+    or set to anything but the empty string, "0" included. Only ``POPCORN_NCU=`` (empty) takes
+    the torch profiler's path."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get("POPCORN_NCU", "0"))
+
+
+def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None,
+                     ncu: bool | None = None) -> list[CaseResult]:
+    """Profile mode: per case one call, profiled by Nsight Compute around the process (``ncu``
+    True: the server's ncu path, an empty report) or by the torch profiler (False: its table).
+    ``ncu`` None: the server's rule (``server_ncu_rule``)."""
+    ncu = server_ncu_rule() if ncu is None else ncu
     log("benchmark-count", len(tests))
     results = []
     for idx, test in enumerate(tests):
         log(f"benchmark.{idx}.spec", test.spec)
         if progress:
             progress(f"[profile {idx + 1}/{len(tests)}] {test.spec}")
-        out = safe_call(worker, _run_profile_case, test.args)
+        out = safe_call(worker, _run_profile_case, test.args, ncu)
         ok, text = (False, str(out)) if isinstance(out, WorkerDied) else out
         if ok:
             results.append(CaseResult(test.spec, test.args, True, report=text))
@@ -906,13 +1190,14 @@ def run_profile_mode(log, worker: Worker, tests: list[TestCase], progress=None) 
 
 
 def run_mode(mode: str, log, worker: Worker, tests: list[TestCase], with_median: bool = False,
-             progress=None, harness_date: str = HARNESS_DATE) -> list[CaseResult]:
+             progress=None, harness_date: str = HARNESS_DATE, ncu: bool | None = None) -> list[CaseResult]:
+    """One mode over ``tests``; ``ncu``: profile mode's path (None: the server's rule)."""
     if mode == "test":
         return run_test_mode(log, worker, tests, progress)
     if mode in ("benchmark", "leaderboard"):
         return run_timed_mode(log, worker, tests, mode == "leaderboard", with_median, progress, harness_date)
     if mode == "profile":
-        return run_profile_mode(log, worker, tests, progress)
+        return run_profile_mode(log, worker, tests, progress, ncu)
     raise ValueError(f"unknown mode {mode!r}")
 
 
@@ -945,10 +1230,12 @@ def parse_popcorn(text: str) -> dict:
 
 
 def run_protocol(workdir: Path | str, mode: str, test_file: Path | str, env: dict | None = None,
-                 timeout: float | None = None, python: str = sys.executable) -> ProtocolRun:
+                 timeout: float | None = None, python: str = sys.executable,
+                 prefix: list | tuple = ()) -> ProtocolRun:
     """``python eval.py MODE TESTFILE`` in ``workdir`` with a fresh ``os.pipe()`` whose write end
     is ``POPCORN_FD``; returns the exit status and the parsed lines. ``env`` adds to (or, with
-    a value None, removes from) this process's environment."""
+    a value None, removes from) this process's environment; ``prefix`` goes before the command
+    (a wrapper such as ``ncu ... --``, which passes the descriptor on)."""
     full_env = dict(os.environ)
     for key, value in (env or {}).items():
         if value is None:
@@ -959,7 +1246,7 @@ def run_protocol(workdir: Path | str, mode: str, test_file: Path | str, env: dic
     full_env["POPCORN_FD"] = str(write_fd)
     chunks = []
     try:
-        proc = subprocess.Popen([python, "eval.py", mode, str(test_file)], cwd=str(workdir),
+        proc = subprocess.Popen([*prefix, python, "eval.py", mode, str(test_file)], cwd=str(workdir),
                                 env=full_env, pass_fds=(write_fd,), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     finally:

@@ -31,7 +31,8 @@ revision ("-dirty": tracked files changed).
 
 Options: see ``OPTION_HELP`` (``modal run modal_app.py --help`` prints it). Arguments are
 checked when `modal run` loads this module, before Modal is contacted, then the files a job sends
-against the server's upload rules, then Modal itself (a token, the network): what stops the run
+against the server's upload rules and, where KernelGuard is installed here, its pre-check, then
+Modal itself (a token, the network): what stops the run
 is one line, exit 2. ``--image`` picks the container image (``IMAGES``: the leaderboard-era pins,
 or kernelbot's runner image now); only that one is defined, and every result records it.
 
@@ -154,10 +155,11 @@ JOB_STEPS = ("check", "bench", "sweep")  # what --job all runs, in this order
 # 300 s, a full --sweep times ~440 configs (10 min and more).
 STEP_TIMEOUT_S = {"check": 1500, "bench": 1200, "sweep": 3000, "roofline": 1200}
 JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with the container's start
-TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0")  # what the suite runs with (pyproject's dev extra)
+# What the suite runs with (pyproject's dev extra): pytest, and kernelguard for the server's pre-check.
+TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0", "kernelguard==0.3.1")
 JOB_DIR = "/root/kit"
-JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cute_check.py", "modal_app.py", "pyproject.toml",
-             "README.md", "bundle.py")
+JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cute_check.py", "ncu_profile.py", "modal_app.py",
+             "pyproject.toml", "README.md", "bundle.py")
 JOB_DIRS = ("tests", "benchmarks", "examples", "docs", "kernels")
 JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
 # Not run in the container: the local side's tests (they run `modal` as a user does, without
@@ -590,6 +592,7 @@ def report(result: dict) -> str:
             elif not entry["summary"]["passed"]:
                 out.append("remote stderr (tail):\n" + entry["stderr_tail"][-1500:])
             geos.append(entry["summary"].get("geomean_mean_us"))
+            out += [f"warning: {line}" for line in kit_harness.impossible_times(entry["summary"], result["device"])]
             out.append("")
         if m != "test" and len(entries) > 1:
             shown = ", ".join(kit_harness.fmt(g) for g in geos)
@@ -597,8 +600,21 @@ def report(result: dict) -> str:
             avg = sum(ok) / len(ok) if ok and len(ok) == len(geos) else None
             out.append(f"{m}: geomean of means per run: {shown} µs; average {kit_harness.fmt(avg)} µs")
             out.append("")
+    note = kit_harness.unknown_peak_note(result["device"])
+    if note and any(m != "test" for m in result["modes"]):
+        out.append(f"warning: {note}")
     out.append(f"{result['harness']}: {'PASS' if result['passed'] else 'FAIL'}")
     return "\n".join(out)
+
+
+def flag_impossible_times(results: list[dict]) -> None:
+    """Add to each timed run's summary the shapes timed below bytes / the GPU's peak bandwidth
+    (``harness.impossible_times``; both harnesses clear the L2 before every timed call), as
+    ``impossible_times`` in the JSON."""
+    for result in results:
+        for m, entries in result.get("modes", {}).items():
+            for entry in entries if m != "test" else []:
+                entry["summary"]["impossible_times"] = kit_harness.impossible_times(entry["summary"], result["device"])
 
 
 def harness_label(result: dict) -> str:
@@ -990,11 +1006,16 @@ def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
 
 
 def upload_problem(path: str) -> str | None:
-    """The server's upload rules (``harness.static_problems``: empty, size, UTF-8, the forbidden word)
-    for an existing file: one line naming the file and every rule it breaks, or None."""
+    """The server's upload rules (``harness.static_problems``: empty, size, UTF-8, the forbidden
+    word) for an existing file, then its pre-check where KernelGuard is installed here
+    (``harness.kernelguard_precheck``): one line naming the file and every rule it breaks, or
+    the rules KernelGuard matched where it would reject the file; None when neither stops it."""
     problems = kit_harness.static_problems(Path(path))
     if problems:
         return f"error: {path} breaks the server's upload rules, so nothing is sent: " + "; ".join(problems)
+    found = kit_harness.precheck_file(path)
+    if found.rejected:
+        return f"error: {path}: the server's pre-check would refuse it, so nothing is sent: {found.summary()}"
     return None
 
 
@@ -1080,6 +1101,7 @@ def main(job: Literal[JOBS] = "eval", submission: str = "submission.py", mode: L
     except Exception as exc:  # the container failed: image build, timeout, GPU unavailable...
         _fail(f"error: the remote run failed: {type(exc).__name__}: {exc}", 1)
     passed = all(r["passed"] for r in results)
+    flag_impossible_times(results)
     print("\n\n".join(report(r) for r in results))
     if len(results) > 1:
         print("\n" + comparison(results))

@@ -297,6 +297,26 @@ def test_static_rules_fail_a_file_but_missing_headers_are_a_note(tmp_path, capsy
     assert harness.static_problems(bare) == [] and len(harness.header_warnings(bare)) == 2
 
 
+def test_a_file_the_precheck_rejects_fails_before_any_timing(capsys):
+    """ab checks the server's pre-check (KernelGuard, where installed) with the upload rules:
+    the replaying fixture fails in one line naming the rule, and is never timed."""
+    pytest.importorskip("kernelguard")
+    replay = FIXTURES / "wrong_cache_first_output.py"
+    assert ab.main([str(GOOD), str(replay), "--shapes", str(TINY), "--check-shapes", str(TINY)]) == \
+        (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE)
+    (fail,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("NEW")]
+    assert fail.startswith(f"NEW {replay}: FAIL the server's pre-check would refuse it: KernelGuard 0.3.1")
+    assert "LAST_CALL_REPLAY" in fail
+
+
+def test_without_kernelguard_one_line_says_the_precheck_was_not_run(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "kernelguard", None)  # import kernelguard raises ImportError
+    ab.main([str(GOOD), str(GOOD), "--shapes", str(TINY), "--check-shapes", str(TINY), "--rounds", "2",
+             "--repeats", "3", "--workers", "1"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "pre-check" in ln]
+    assert len(lines) == 1 and harness.KERNELGUARD_INSTALL in lines[0], lines
+
+
 def test_git_revision_and_hash(tmp_path):
     assert ab.sha256_of(GOOD) == __import__("hashlib").sha256(GOOD.read_bytes()).hexdigest()
     assert ab.git_revision(tmp_path / "x.py") is None  # not in a checkout
@@ -345,6 +365,25 @@ def test_the_timed_path_runs_on_the_host_clock(tmp_path, monkeypatch, capsys):
     assert cmp["geomean"]["n"] == 3 and cmp["geomean"]["verdict"] in ("faster", "slower", "same")
     printed = capsys.readouterr().out
     assert f"ab on {GPU}" in printed and "verdict: NEW" in printed
+    assert record["impossible_times"] == [harness.unknown_peak_note(GPU)]  # no peak on record for the stand-in
+
+
+def test_impossible_times_name_the_file_and_shape_below_bytes_over_peak():
+    """Per file and shape over the kept rounds: a mean or median below gemv_bytes / peak (here an
+    H100 SXM, 3.35 TB/s: 7168x2048x4 cannot take less than 9.878 µs) is one warning line naming
+    the file; a round left out does not count; an unknown GPU gets one note."""
+    case = harness.parse_test_cases("m: 7168; k: 2048; l: 4; seed: 1111")[0]
+    files = [{"label": "BASE", "path": "base.py"}, {"label": "NEW", "path": "new.py"}]
+    rounds = [{"index": 0, "times": {"BASE": {"7168x2048x4": [15000.0] * 5}, "NEW": {"7168x2048x4": [3000.0] * 5}}},
+              {"index": 1, "times": {"BASE": {"7168x2048x4": [1000.0] * 5}, "NEW": {"7168x2048x4": [3000.0] * 5}},
+               "excluded": "throttled (HwSlowdown)"}]
+    record = {"gpu": {"name": "NVIDIA H100 80GB HBM3"}, "rounds": rounds}
+    (line,) = ab.impossible_times(record, files, [case])
+    assert line.startswith("NEW new.py: 7168x2048x4: mean 3.000 µs and median 3.000 µs below 9.878 µs")
+    assert "3.35 TB/s" in line and "H100 SXM" in line
+    assert "warning: " + line in ab.format_report({**record, "impossible_times": [line]})
+    unknown = ab.impossible_times({**record, "gpu": {"name": "Stand-in GPU"}}, files, [case])
+    assert unknown == [harness.unknown_peak_note("Stand-in GPU")] and "Stand-in GPU" in unknown[0]
 
 
 @pytest.mark.gpu
@@ -417,3 +456,8 @@ def test_calibration_needs_a_gpu(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "error: the calibration needs a CUDA GPU (it runs eval.py ab)"
+
+
+def test_help_prints_the_level_as_a_percentage():
+    text = " ".join(ab.build_parser().format_help().split())
+    assert "with a 95% interval on the ratio" in text and "%%" not in text

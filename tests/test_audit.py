@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, requires_cuda
+from conftest import HAS_CUDA, ROOT, requires_cuda
 
 import audit
 import harness
@@ -25,11 +25,12 @@ FIXTURES = ROOT / "tests" / "fixtures"
 LINE = re.compile(r"^(PASS|FAIL|INFO) ([^:]+): \S")
 
 
-def _statuses(path, shapes=None, tolerance_shapes=()) -> dict:
+def _statuses(path, shapes=None, tolerance_shapes=(), timing_cases=()) -> dict:
     """{check name without the shape tag: [statuses]} of one audit (by default without the
-    tolerance checks, which test_tolerance_used_* cover)."""
+    tolerance checks, which test_tolerance_used_* cover, and without the impossible-time check,
+    which test_*impossible_time* cover)."""
     out = {}
-    for check in audit.audit(path, shapes, tolerance_shapes=tolerance_shapes):
+    for check in audit.audit(path, shapes, tolerance_shapes=tolerance_shapes, timing_cases=timing_cases):
         out.setdefault(re.sub(r" \[\d+x\d+x\d+\]$", "", check.name), []).append(check.status)
     return out
 
@@ -39,8 +40,8 @@ def _failed(statuses: dict) -> set:
 
 
 IN_PLACE = {f"in place, {label}" for label, _ in audit.IN_PLACE}
-ALL = {"static rules", "header lines", "first call", "same inputs again, c poisoned", "deterministic", *IN_PLACE,
-       "fresh tensors, earlier values", "output complete on return"}
+ALL = {"static rules", "header lines", audit.PRECHECK, "first call", "same inputs again, c poisoned", "deterministic",
+       *IN_PLACE, "fresh tensors, earlier values", "output complete on return"}
 
 
 @pytest.mark.parametrize("path", [ROOT / "submission.py", FIXTURES / "good_submission.py",
@@ -52,7 +53,9 @@ def test_good_submissions_pass_every_check(path):
     assert set(statuses) == ALL
     assert _failed(statuses) == set(), statuses
     assert statuses["fresh tensors, earlier values"] == ["INFO"] * len(statuses["first call"])
-    assert all(s == ["PASS"] * len(s) for name, s in statuses.items() if name != "fresh tensors, earlier values")
+    assert statuses[audit.PRECHECK] == ["INFO"]  # KernelGuard's verdict (or its absence) is never a PASS
+    assert all(s == ["PASS"] * len(s) for name, s in statuses.items()
+               if name not in ("fresh tensors, earlier values", audit.PRECHECK))
 
 
 @pytest.mark.parametrize("fixture, must_fail, may_fail", [
@@ -62,7 +65,7 @@ def test_good_submissions_pass_every_check(path):
     ("wrong_returns_earlier_output", {"same inputs again, c poisoned", *IN_PLACE}, set()),
     # on a GPU the audit runs a second shape, whose first call this fixture also answers from its cache
     ("wrong_cache_first_output", {"same inputs again, c poisoned", *IN_PLACE, "fresh tensors, earlier values"},
-     {"static rules", "first call"}),
+     {"static rules", "first call", audit.PRECHECK}),
     ("wrong_deferred_thread", {"output complete on return"}, set()),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_each_wrong_pattern_fails_its_check(fixture, must_fail, may_fail):
@@ -100,7 +103,7 @@ def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path
     bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2] + f"# {word.upper()}\n")
     statuses = _statuses(bad)
     assert _failed(statuses) == {"static rules"}
-    rules, headers = audit.static_checks(bad)
+    rules, headers, _ = audit.static_checks(bad)
     assert rules.status == "FAIL" and word in rules.reason and "POPCORN" not in rules.reason
     assert headers.status == "INFO" and "#!POPCORN leaderboard nvfp4_gemv" in headers.reason
 
@@ -108,7 +111,7 @@ def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path
 def test_a_file_without_headers_passes_the_static_rules(tmp_path):
     path = tmp_path / "submission.py"
     path.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2])
-    rules, headers = audit.static_checks(path)
+    rules, headers, _ = audit.static_checks(path)
     assert (rules.status, headers.status) == ("PASS", "INFO")
     assert "--leaderboard nvfp4_gemv" in headers.reason and "--gpu NVIDIA" in headers.reason
 
@@ -118,8 +121,8 @@ def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\nraise ImportError('nope')\n")
     checks = audit.audit(bad)
     assert [(c.status, c.name) for c in checks] == [("PASS", "static rules"), ("PASS", "header lines"),
-                                                    ("FAIL", "import")]
-    assert "ImportError: nope" in checks[2].reason and "\n" not in checks[2].reason
+                                                    ("INFO", audit.PRECHECK), ("FAIL", "import")]
+    assert "ImportError: nope" in checks[3].reason and "\n" not in checks[3].reason
 
 
 def test_the_audit_leaves_the_module_name_submission_alone():
@@ -191,19 +194,80 @@ def test_tolerance_used_sees_what_the_servers_data_hides():
     """fp32 group sums: exact on the server's data, a share of the tolerance on full-range data
     (one fp16 step off the correctly rounded answer near 1: about half of atol + rtol |x|)."""
     kernel = harness.load_submission(FIXTURES / "good_fp32_group_sums.py", keep=False).custom_kernel
-    checks = {c.name: c for c in audit.tolerance_checks(kernel, SMALL, "cpu")}
+    checks = {c.name: c for c in audit.tolerance_checks(kernel, [(*s, 4242) for s in SMALL], "cpu")}
     assert set(checks) == {f"tolerance used, {d}" for d in quant.DISTRIBUTIONS}
     assert all(c.status == "INFO" for c in checks.values())
-    assert checks["tolerance used, official"].reason == "exact on every element of 3 shape(s)"
-    full = re.match(r"(\d+\.\d)% of atol \+ rtol \|expected\| at most over 3 shape\(s\); largest at ",
-                    checks["tolerance used, full-range"].reason)
+    assert checks["tolerance used, official"].reason == ("exact on every element of 3 case(s) (seed 4242: the "
+                                                         "inputs eval.py --distribution draws)")
+    full = re.match(r"(\d+\.\d)% of atol \+ rtol \|expected\| at most over 3 case\(s\) \(seed 4242: the inputs "
+                    r"eval.py --distribution draws\); largest at ", checks["tolerance used, full-range"].reason)
     assert full and 0 < float(full.group(1)) < 100, checks["tolerance used, full-range"].reason
 
 
 def test_tolerance_used_fails_beyond_the_tolerance_on_the_servers_data():
     low = harness.load_submission(FIXTURES / "wrong_low_precision.py", keep=False).custom_kernel
     (official, *_) = audit.tolerance_checks(low, SMALL[:1], "cpu")
-    assert official.status == "FAIL" and "(beyond the tolerance)" in official.reason
+    assert official.status == "FAIL" and "(beyond the tolerance: eval.py --distribution official fails it)" in \
+        official.reason
+
+
+def test_the_tolerance_check_draws_the_inputs_eval_py_draws():
+    """Over the official test cases by default, each with its own seed, the inputs of every
+    distribution are bit for bit those eval.py's worker makes (harness.generate_case): what the
+    audit measures is what `eval.py --distribution D` checks (both seeds were once 4242 and 1111)."""
+    import inspect
+    assert inspect.signature(audit.audit).parameters["tolerance_shapes"].default is None
+    cases = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("tests")]
+    for dist in quant.DISTRIBUTIONS:
+        for m, k, l, seed in cases[:4]:
+            mine = audit._case_inputs(m, k, l, seed, dist, reference.default_device())
+            theirs = harness.generate_case({"m": m, "k": k, "l": l, "seed": seed}, dist)
+            assert all(torch.equal(x.view(torch.uint8) if x.element_size() == 1 else x,
+                                   y.view(torch.uint8) if y.element_size() == 1 else y)
+                       for x, y in zip(mine, theirs, strict=True)), (dist, m, k, l)
+
+
+FP16_SUMS = """
+import torch
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def decode(packed, scales):
+    table = torch.tensor(E2M1, device=packed.device)
+    codes = packed.view(torch.uint8).long()
+    values = torch.stack((table[codes & 15], table[codes >> 4]), dim=2).flatten(1, 2)
+    return values * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data):
+    a, b, sfa, sfb, _, _, c = data
+    prod = decode(a, sfa) * decode(b[:1], sfb[:1])
+    m, k, l = prod.shape
+    groups = prod.reshape(m, k // 16, 16, l).sum(dim=2)
+    acc = torch.zeros((m, l), dtype=torch.float16, device=c.device)
+    for g in range(k // 16):  # the group sums accumulated in fp16
+        acc = acc + groups[:, g, :].to(torch.float16)
+    c[:, 0, :] = acc
+    return c
+"""
+
+
+def test_the_audit_and_eval_py_agree_on_a_case(tmp_path):
+    """An fp16 accumulator: `eval.py --distribution D` fails a case exactly where the audit's
+    tolerance used on it is over 100%, per distribution."""
+    sub = tmp_path / "fp16_sums.py"
+    sub.write_text(FP16_SUMS)
+    case = tmp_path / "case.txt"
+    case.write_text("m: 128; k: 1536; l: 1; seed: 1111\n")
+    kernel = harness.load_submission(sub, keep=False).custom_kernel
+    checks = {c.name: c for c in audit.tolerance_checks(kernel, [(128, 1536, 1, 1111)], reference.default_device())}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVFP4_") and k != "POPCORN_FD"}
+    for dist in quant.DISTRIBUTIONS:
+        proc = subprocess.run([sys.executable, "eval.py", "--submission", str(sub), "--shapes", str(case),
+                               "--distribution", dist], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        beyond = "beyond the tolerance" in checks[f"tolerance used, {dist}"].reason
+        assert (proc.returncode == 112) == beyond and proc.returncode in (0, 112), (dist, proc.stderr[-2000:])
 
 
 @pytest.mark.parametrize("out, expected, share", [
@@ -228,7 +292,126 @@ def test_tolerance_used_counts_as_the_checker_does(out, expected, share):
 def test_gpu_kit_submission_stays_inside_the_tolerance_on_every_distribution():
     """The kit's kernels on the official test shapes: at most the tolerance on every distribution
     (the number itself is in `eval.py audit`'s output)."""
-    checks = audit.tolerance_checks(submission.custom_kernel, sorted({(c["m"], c["k"], c["l"])
-                                    for c in harness.shape_set("tests")}), "cuda")
+    checks = audit.tolerance_checks(submission.custom_kernel, [(c["m"], c["k"], c["l"], c["seed"])
+                                                                for c in harness.shape_set("tests")], "cuda")
     assert len(checks) == len(quant.DISTRIBUTIONS)
     assert all(c.status == "INFO" and "beyond" not in c.reason for c in checks), [c.line() for c in checks]
+
+
+# --------------------------------------------------------------------------- the pre-check (KernelGuard)
+
+def test_precheck_fails_a_last_call_replay_naming_kernelguard_and_its_rule():
+    """The server's pre-check (kernelguard 0.3.1, default profile) rejects the fixture that
+    replays its first output; the audit says so, naming KernelGuard and the rule."""
+    pytest.importorskip("kernelguard")
+    check = audit.precheck_check(FIXTURES / "wrong_cache_first_output.py")
+    assert check.status == "FAIL" and check.name == audit.PRECHECK
+    assert "KernelGuard 0.3.1" in check.reason and "LAST_CALL_REPLAY" in check.reason, check.reason
+    assert "KERNELGUARD_ENABLED" in check.reason
+
+
+@pytest.mark.parametrize("path", [ROOT / "submission.py", ROOT / "examples" / "minimal_torch.py",
+                                  FIXTURES / "wrong_cache_by_pointer.py"], ids=lambda p: p.stem)
+def test_precheck_passes_the_kit_with_its_rules_as_info(path):
+    """The kit's submission is classified but not rejected (its torch._scaled_mm reference path
+    matches a telemetry rule): INFO naming the classification; so is a cache KernelGuard does not
+    see (the audit's own checks catch that one)."""
+    pytest.importorskip("kernelguard")
+    check = audit.precheck_check(path)
+    assert check.status == "INFO" and "not rejected" in check.reason, check.reason
+
+
+def test_precheck_without_kernelguard_is_one_info_line_with_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "kernelguard", None)  # import kernelguard raises ImportError
+    check = audit.precheck_check(FIXTURES / "wrong_cache_first_output.py")
+    assert check.status == "INFO" and harness.KERNELGUARD_INSTALL in check.reason and "\n" not in check.reason
+
+
+def test_precheck_reports_an_analysis_that_raises(monkeypatch):
+    kernelguard = pytest.importorskip("kernelguard")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(kernelguard, "analyze_code", broken)
+    found = harness.kernelguard_precheck("def custom_kernel(data):\n    return data[-1]\n")
+    assert found.installed and not found.rejected and "RuntimeError: boom" in found.summary()
+
+
+def test_precheck_names_another_installed_version(monkeypatch):
+    pytest.importorskip("kernelguard")
+    import importlib.metadata
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
+    found = harness.kernelguard_precheck("def custom_kernel(data):\n    return data[-1]\n")
+    assert "KernelGuard 9.9.9" in found.summary() and "the server pins 0.3.1" in found.summary()
+
+
+def test_command_line_fails_the_replay_on_the_precheck(tmp_path):
+    """`eval.py audit` of the replaying fixture: a FAIL line naming KernelGuard and its rule."""
+    pytest.importorskip("kernelguard")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVFP4_")}
+    proc = subprocess.run([sys.executable, "eval.py", "audit", str(FIXTURES / "wrong_cache_first_output.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 112, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL pre-check"))
+    assert "KernelGuard" in line and "LAST_CALL_REPLAY" in line
+
+
+# --------------------------------------------------------------------------- impossible times
+
+BENCHMARK_CASES = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("benchmarks")]
+
+
+@pytest.mark.parametrize("times_us, status", [([30.0] * 10, "PASS"), ([3.0] * 10, "FAIL"),
+                                              ([2000.0] + [3.0] * 9, "FAIL"), ([25.0] * 9 + [3.0], "PASS")],
+                         ids=["possible", "all below", "mean above, median below", "one fast call"])
+def test_impossible_time_checks_the_mean_and_the_median_against_bytes_over_peak(monkeypatch, times_us, status):
+    """7168x2048x4 on an H100 SXM (3.35 TB/s): no call under 9.878 µs. A cache hit on most calls
+    is caught by the median even where one slow first call lifts the mean; one fast call is not."""
+    monkeypatch.setattr(harness, "time_calls", lambda *args: [t * 1e3 for t in times_us])
+    (check,) = audit.timing_checks(None, [(7168, 2048, 4, 1111)], "NVIDIA H100 80GB HBM3")
+    assert (check.status, check.name) == (status, "impossible time [7168x2048x4]"), check.line()
+    assert ("9.878 µs" in check.reason) and ("3.35 TB/s" in check.reason)
+
+
+def test_impossible_time_on_an_unknown_gpu_is_one_info_line(monkeypatch):
+    monkeypatch.setattr(harness, "time_calls", lambda *args: pytest.fail("no timing without a peak"))
+    assert [c.line() for c in audit.timing_checks(None, BENCHMARK_CASES, "NVIDIA Future GPU")] == [
+        "INFO impossible time: " + harness.unknown_peak_note("NVIDIA Future GPU")]
+
+
+def test_impossible_time_reports_a_failing_timed_loop(monkeypatch):
+    monkeypatch.setattr(harness, "time_calls", lambda *args: "mismatch found! custom implementation doesn't match")
+    (check,) = audit.timing_checks(None, [(7168, 2048, 4, 1111)], "NVIDIA B200")
+    assert check.status == "FAIL" and "the timed loop failed: mismatch found" in check.reason
+
+
+def test_impossible_time_is_not_run_on_the_cpu():
+    if HAS_CUDA:
+        pytest.skip("checks the CPU's audit")
+    names = {c.name for c in audit.audit(FIXTURES / "good_submission.py", tolerance_shapes=())}
+    assert not any(n.startswith("impossible time") for n in names)
+
+
+@requires_cuda
+def test_gpu_impossible_time_fails_a_cache_kept_across_calls():
+    """wrong_cache_by_pointer serves every timed call after the first from its cache (the
+    benchmark loop reuses one input): its median is the host's time between the two events, below
+    bytes / peak on the two large benchmark shapes (floors of 8.3 and 16.5 µs even on a B200; the
+    third's, 4.1 µs there, is near what a cache hit takes from Python)."""
+    statuses = _statuses(FIXTURES / "wrong_cache_by_pointer.py", shapes=[(256, 1024, 2)], timing_cases=BENCHMARK_CASES)
+    assert statuses["impossible time"][:2] == ["FAIL", "FAIL"], statuses
+
+
+@requires_cuda
+def test_gpu_impossible_time_passes_the_kit():
+    statuses = _statuses(ROOT / "submission.py", shapes=[(256, 1024, 2)], timing_cases=BENCHMARK_CASES)
+    assert statuses["impossible time"] == ["PASS"] * len(BENCHMARK_CASES), statuses
+
+
+def test_the_submission_may_be_given_as_eval_py_takes_it(tmp_path, capsys):
+    """`eval.py audit --submission X` as `eval.py --submission X`; two different files: one line."""
+    assert audit.main(["--submission", str(tmp_path / "none.py")]) == 2
+    assert capsys.readouterr().err == f"error: submission file {tmp_path / 'none.py'} not found\n"
+    assert audit.main(["a.py", "--submission", "b.py"]) == 2
+    assert "two submissions given" in capsys.readouterr().err

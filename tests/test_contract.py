@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import OFFICIAL_TESTS, ROOT, make_input
 
-import harness as ev
+import harness
 import reference
 from utils import verbose_allclose
 
@@ -41,9 +41,9 @@ minimal = _load()
 
 def test_example_keeps_the_upload_rules_and_the_headers():
     raw = EXAMPLE.read_bytes()
-    assert raw.decode().splitlines()[:2] == list(ev.REQUIRED_HEADERS)
-    assert ev.static_problems(EXAMPLE) == []
-    assert ev.header_warnings(EXAMPLE) == []
+    assert raw.decode().splitlines()[:2] == list(harness.REQUIRED_HEADERS)
+    assert harness.static_problems(EXAMPLE) == []
+    assert harness.header_warnings(EXAMPLE) == []
 
 
 def test_example_imports_only_torch_the_stdlib_and_task():
@@ -78,12 +78,13 @@ def test_example_matches_the_exact_reference_and_returns_c(m, k, l, seed, dist):
 def test_eval_test_mode_passes_the_example_as_the_server_runs_it(tmp_path):
     """The server's layout (its four files beside the example renamed submission.py), the official
     test cases, ``python eval.py test FILE`` with POPCORN_FD: every case passes."""
-    for name in (*ev.SERVER_FILES, *ev.KIT_SUPPORT_FILES):
+    for name in (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copy(EXAMPLE, tmp_path / "submission.py")
-    (tmp_path / "tests.txt").write_text(ev.test_file_text(ev.shape_set("tests")))
-    env = {"POPCORN_SEED": None, ev.ENV_DISTRIBUTION: None, ev.ENV_CHECK_INPUTS: None, ev.ENV_BACKEND: None}
-    run = ev.run_protocol(tmp_path, "test", "tests.txt", env=env, timeout=600)
+    (tmp_path / "tests.txt").write_text(harness.test_file_text(harness.shape_set("tests")))
+    env = {"POPCORN_SEED": None, harness.ENV_DISTRIBUTION: None, harness.ENV_CHECK_INPUTS: None,
+           harness.ENV_BACKEND: None}
+    run = harness.run_protocol(tmp_path, "test", "tests.txt", env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.lines["check"] == "pass", run.lines
     count = int(run.lines["test-count"])
@@ -127,14 +128,14 @@ def test_the_page_gives_the_shapes_and_dtypes_generate_input_makes():
 
 
 def test_the_page_states_the_rules_eval_py_and_reference_py_carry():
-    assert f"`{ev.FORBIDDEN_WORD}`" in TEXT
-    assert f"over {ev.MAX_SUBMISSION_BYTES:,} bytes" in TEXT
-    for header in ev.REQUIRED_HEADERS:
+    assert f"`{harness.FORBIDDEN_WORD}`" in TEXT
+    assert f"over {harness.MAX_SUBMISSION_BYTES:,} bytes" in TEXT
+    for header in harness.REQUIRED_HEADERS:
         assert f"`{header}`" in TEXT
     assert reference.RTOL == reference.ATOL == 1e-3 and "rtol =\n  atol = 1e-3" in TEXT
-    for mode in ev.MODES:
+    for mode in harness.MODES:
         assert f"- **{mode}**" in TEXT, f"the page does not describe mode {mode}"
-    for name in ev.SERVER_FILES:
+    for name in harness.SERVER_FILES:
         assert f"`{name}`" in TEXT
 
 

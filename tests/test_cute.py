@@ -62,12 +62,29 @@ def test_a_non_cute_submission_gets_one_line_and_exit_2():
 
 @pytest.mark.parametrize("args, needle", [
     (["--arch", "hopper"], "--arch takes names like sm_100a"),
-    (["--shapes", "nope"], "--shapes must name a list of shapes.json"),
+    (["--shapes", "nope"], "--shapes must be one of tests, benchmarks, all or a test file"),
+    (["--shapes", "_comment"], "--shapes must be one of tests, benchmarks, all or a test file"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, needle):
     proc = _compile(EXAMPLE, *args)
     assert proc.returncode == cute_check.EXIT_USAGE
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_shapes_take_eval_pys_words_and_files():
+    """--shapes as eval.py takes it: tests, benchmarks, all (never shapes.json's _comment), a file."""
+    import harness
+    for name in harness.SHAPE_SETS:
+        assert cute_check.load_shapes(name) == [(c["m"], c["k"], c["l"]) for c in harness.shape_set(name)]
+    assert cute_check.load_shapes(str(ROOT / "tests" / "fixtures" / "tiny.txt")) == [(128, 256, 1), (128, 256, 2)]
+
+
+def test_a_folder_or_a_missing_file_says_what_compile_wants(tmp_path):
+    for path, words in ((tmp_path, "is a folder, not a submission file"), (tmp_path / "none.py", "not found")):
+        proc = _compile(path)
+        assert proc.returncode == cute_check.EXIT_USAGE and proc.stdout == ""
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and words in proc.stderr
+        assert "eval.py compile takes a CuTe DSL submission file" in proc.stderr
 
 
 def test_one_line_keeps_the_first_error_line_of_a_chained_dsl_message():

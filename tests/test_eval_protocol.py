@@ -358,22 +358,94 @@ def test_human_mode_forced_triton_on_a_cpu_is_one_line():
     assert "NVFP4_GEMV_BACKEND=triton cannot run on cpu" in proc.stderr
 
 
-def test_a_failure_of_the_submission_is_reported_once_with_its_own_frames(tmp_path):
-    """A submission that does not import: its traceback once (the submission's frames, none of
-    the harness's), then the one-line verdict per case as before."""
+def test_a_submission_that_does_not_import_stops_human_mode_in_a_few_lines(tmp_path):
+    """A syntax error: its traceback once (the submission's frames, none of the harness's) and one
+    error line, exit 112; no case runs, so no repeated FAIL and no table (35 lines before)."""
     bad = tmp_path / "syntax.py"
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\ndef custom_kernel(data:\n    return 1\n")
     env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
-    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), str(bad)], cwd=ROOT, env=env,
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), str(bad), "--json", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 112, proc.stderr
-    cases = len(harness.shape_set("tests"))
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) <= 7, proc.stderr
     assert proc.stderr.count("importing the submission raised:\n") == 1, proc.stderr
     assert proc.stderr.count("SyntaxError: '(' was never closed\n") == 1, proc.stderr
-    assert proc.stderr.count("FAIL: importing the submission raised SyntaxError") == cases, proc.stderr
-    assert "eval.py" not in proc.stderr and "harness.py" not in proc.stderr and "<frozen" not in proc.stderr, \
-        proc.stderr
+    assert f"error: {bad} does not import, so no case ran: importing the submission raised SyntaxError" in proc.stderr
+    assert "FAIL" not in proc.stderr and "[test " not in proc.stderr
+    assert "harness.py" not in proc.stderr and "<frozen" not in proc.stderr, proc.stderr
     assert f'File "{bad}", line 3' in proc.stderr
+    report = json.loads(out.read_text())
+    assert report["passed"] is False and "SyntaxError" in report["import_error"]
+
+
+def test_protocol_mode_still_fails_each_case_of_a_submission_that_does_not_import(tmp_path):
+    """Protocol mode keeps the server's key set: every case fails with the one-line reason."""
+    bad = tmp_path / "syntax.py"
+    bad.write_text("def custom_kernel(data:\n    return 1\n")
+    run = harness.run_protocol(server_layout(tmp_path / "server", bad), "test", TINY, env=CLEAN_ENV,
+                               timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 112 and run.lines["check"] == "fail", describe(run)
+    assert all("SyntaxError" in run.lines[f"test.{i}.error"] for i in range(2))
+
+
+def test_protocol_mode_names_the_file_it_tests(tmp_path):
+    """One stderr line names the submission that runs: run from another folder holding its own
+    submission.py, it is still the one beside eval.py (the first on the import path)."""
+    workdir = server_layout(tmp_path / "server", fixture("good_submission"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(fixture("wrong_untouched_c"), elsewhere / "submission.py")
+    read_fd, write_fd = os.pipe()
+    env = {**{k: v for k, v in os.environ.items() if k not in CLEAN_ENV}, "POPCORN_FD": str(write_fd)}
+    proc = subprocess.Popen([sys.executable, str(workdir / "eval.py"), "test", str(workdir / TINY)], cwd=elsewhere,
+                            env=env, pass_fds=(write_fd,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        lines = harness.parse_popcorn(f.read())
+    _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0 and lines["check"] == "pass", err
+    assert f"eval.py test {workdir / TINY}: submission {workdir / 'submission.py'}" in err.splitlines(), err
+
+
+def test_human_mode_uses_the_kits_files_not_those_beside_the_submission(tmp_path):
+    """A folder with its own reference.py (a lenient checker, an input generator that raises) and
+    utils.py beside an all-zero submission: the kit's files are imported (the zeros fail on the
+    kit's checker), and one warning line names the others."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "submission.py").write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n"
+                                          "def custom_kernel(data):\n    c = data[-1]\n    c.zero_()\n    return c\n")
+    (folder / "reference.py").write_text("def generate_input(**kw):\n    raise RuntimeError('the folder reference')\n\n"
+                                         "def check_implementation(data, output):\n    return True, ''\n")
+    (folder / "utils.py").write_text("def set_seed(seed):\n    pass\n")
+    proc = human(["--submission", str(folder / "submission.py"), "--shapes", str(FIXTURES / TINY_ONE)])
+    assert proc.returncode == 112 and "test: FAIL" in proc.stdout, proc.stdout + proc.stderr
+    assert "mismatch found" in proc.stdout and "the folder reference" not in proc.stdout + proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+    assert warned == [f"warning: {folder} holds its own utils.py, reference.py: the kit's are used (the server, "
+                      "too, puts its own beside the submission)"], proc.stderr
+    assert harness.shadowed_files(REAL) == [] and harness.shadowed_files(folder / "submission.py") == [
+        "utils.py", "reference.py"]
+
+
+def test_human_mode_warns_of_a_backend_setting_the_submission_cannot_read(runs):
+    """--backend for a submission without the kit's registry (no select_backend): one warning
+    line, and the run goes on."""
+    proc = human(["--submission", str(fixture("good_submission")), "--backend", "triton", "--shapes",
+                  str(FIXTURES / TINY_ONE)])
+    assert proc.returncode == 0, proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warned) == 1 and warned[0].startswith("warning: --backend triton: ") and "no backend registry" in \
+        warned[0]
+
+
+def test_test_pass_says_caching_is_the_audits_job(runs):
+    proc, _ = runs["human.good"]
+    (note,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("note:")]
+    assert "caching and deferred work are the audit's job: python3 eval.py audit" in note
+    proc, _ = runs["human.raises"]
+    assert "note:" not in proc.stdout  # a failed test mode gets no such line
 
 
 def test_user_traceback_keeps_the_chain_and_drops_the_harness_frames():
@@ -540,11 +612,33 @@ def test_cuda_benchmark_and_leaderboard_stats(tmp_path):
 
 @requires_cuda
 def test_cuda_profile_mode(tmp_path):
+    """POPCORN_NCU set and empty: the torch profiler's table; unset: the server's ncu path (one
+    call in the NVTX range, an empty report), as the server's rule has it."""
     workdir = server_layout(tmp_path / "real", REAL)
-    run = harness.run_protocol(workdir, "profile", TINY_ONE, env=CLEAN_ENV, timeout=RUN_TIMEOUT_S)
+    run = harness.run_protocol(workdir, "profile", TINY_ONE, env={**CLEAN_ENV, "POPCORN_NCU": ""},
+                               timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, describe(run)
     report = base64.b64decode(run.lines["benchmark.0.report"], b"+*").decode()
     assert "Name" in report and "CUDA" in report
+    unset = harness.run_protocol(workdir, "profile", TINY_ONE, env={**CLEAN_ENV, "POPCORN_NCU": None},
+                                 timeout=RUN_TIMEOUT_S)
+    assert unset.returncode == 0 and unset.lines["benchmark.0.report"] == "", describe(unset)
+
+
+@pytest.mark.parametrize("value, table", [(None, False), ("0", False), ("1", False), ("", True)],
+                         ids=["unset", "0", "1", "empty"])
+def test_profile_mode_follows_the_servers_popcorn_ncu_rule(tmp_path, value, table):
+    """The server takes its ncu path when bool(os.getenv("POPCORN_NCU", "0")) holds: unset, "0"
+    and "1" alike (an empty report: the tables come from ncu around the process); only an empty
+    value gives the torch profiler's table. Every case still passes (check: pass, exit 0)."""
+    workdir = server_layout(tmp_path / "good", fixture("good_submission"))
+    run = harness.run_protocol(workdir, "profile", TINY, env={**CLEAN_ENV, "POPCORN_NCU": value},
+                               timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0 and run.lines["check"] == "pass", describe(run)
+    assert run.lines["benchmark-count"] == "2"
+    for i in range(2):
+        report = base64.b64decode(run.lines[f"benchmark.{i}.report"], b"+*").decode()
+        assert bool(report) == table and ("Self CPU" in report) == table, report[:300]
 
 
 @requires_cuda
@@ -577,3 +671,25 @@ def test_progress_lines_only_with_capture_off(capture, shown):
                                    pluginmanager=types.SimpleNamespace(get_plugin=plugins.get))
     progress(config, "[eval.py end to end] 7/20 runs done")
     assert lines == (["[eval.py end to end] 7/20 runs done"] if shown else [])
+
+
+@requires_cuda
+def test_cuda_human_benchmark_flags_a_cache_kept_across_calls():
+    """The benchmark loop reuses one input: a result cached by pointer answers every timed call
+    after the first from memory, below the bytes' time at the GPU's peak bandwidth: one warning
+    line per shape. The kit's own submission gets none (test_cuda_human_benchmark_table's run)."""
+    proc = human(["--submission", str(fixture("wrong_cache_by_pointer")), "--mode", "benchmark", "--shapes",
+                  "benchmarks"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:") and "below" in ln]
+    # the two large shapes at least (the third's floor on a B200, 4.1 µs, is near a cache hit's host time)
+    assert {ln.split(":")[1].strip() for ln in warned} >= {"7168x16384x1", "4096x7168x8"}, proc.stderr[-3000:]
+
+
+@requires_cuda
+def test_cuda_human_benchmark_of_the_kit_has_no_impossible_time(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = human(["--mode", "benchmark", "--shapes", "benchmarks", "--json", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(out.read_text())["modes"]["benchmark"]["impossible_times"] == []
+    assert "below" not in proc.stderr

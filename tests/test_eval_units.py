@@ -532,3 +532,63 @@ def test_eval_imports_none_of_the_modules_its_subcommands_live_in():
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(ev.__file__).parent, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
+
+
+@pytest.mark.parametrize("environ, ncu", [({}, True), ({"POPCORN_NCU": "0"}, True), ({"POPCORN_NCU": "1"}, True),
+                                          ({"POPCORN_NCU": "no"}, True), ({"POPCORN_NCU": ""}, False)])
+def test_the_servers_popcorn_ncu_rule_quirk_included(environ, ncu):
+    """bool(os.getenv("POPCORN_NCU", "0")): true unset ("0" is a non-empty string), false only empty."""
+    assert harness.server_ncu_rule(environ) is ncu
+    assert harness.server_ncu_rule(environ) is bool(environ.get("POPCORN_NCU", "0"))
+
+
+# --------------------------------------------------------------------------- impossible times
+
+def test_gemv_bytes_is_the_benchmarks_count():
+    from benchmarks.timing import gemv_bytes
+    for case in harness.shape_set("all"):
+        assert harness.gemv_bytes(case["m"], case["k"], case["l"]) == gemv_bytes(case["m"], case["k"], case["l"])
+
+
+@pytest.mark.parametrize("name, model, tbps", [
+    ("NVIDIA B200", "B200", 8.0), ("NVIDIA H100 80GB HBM3", "H100 SXM", 3.35), ("NVIDIA H100 PCIe", "H100 PCIe", 2.0),
+    ("NVIDIA H100 NVL", "H100 NVL", 3.9), ("NVIDIA H200", "H200", 4.8), ("NVIDIA H200 NVL", "H200", 4.8),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM", 2.039), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 1.935),
+    ("NVIDIA A100-SXM4-40GB", "A100 40GB", 1.555), ("NVIDIA A10G", "A10", 0.6), ("NVIDIA L4", "L4", 0.3),
+    ("NVIDIA L40S", "L40S", 0.864), ("NVIDIA GB200", "GB200", 8.0)])
+def test_peak_bandwidth_of_known_gpus(name, model, tbps):
+    found = harness.peak_bandwidth(name)
+    assert found[0] == model and found[1] == pytest.approx(tbps * 1e12)
+    assert "datasheet" in found[2] or "product brief" in found[2]  # each figure names its source
+
+
+def test_an_unnamed_variant_gets_the_familys_highest_peak_and_an_unknown_gpu_none():
+    assert harness.peak_bandwidth("NVIDIA H100")[1] == max(
+        bps for pattern, _, bps, _ in harness.PEAK_BANDWIDTH if "H100" in pattern)
+    assert harness.peak_bandwidth("NVIDIA A100-PCIE-80GB")[1] == 2.039e12  # not recognised as PCIe: the highest
+    assert harness.peak_bandwidth("NVIDIA GeForce RTX 4090") is None and harness.floor_us(128, 256, 1, "cpu") is None
+    assert "cpu" in harness.unknown_peak_note("cpu") and harness.unknown_peak_note("NVIDIA B200") == ""
+
+
+def test_impossible_times_of_a_summary():
+    """A timed mode's rows: a mean or a median below bytes / peak is one line each; a failed
+    case, a row without times and test mode give none."""
+    rows = [{"m": 7168, "k": 16384, "l": 1, "status": "pass", "mean_us": 3.0, "median_us": 2.9},
+            {"m": 4096, "k": 7168, "l": 8, "status": "pass", "mean_us": 50.0, "median_us": 5.0},
+            {"m": 7168, "k": 2048, "l": 4, "status": "pass", "mean_us": 18.0, "median_us": None},
+            {"m": 7168, "k": 2048, "l": 4, "status": "fail", "error": "x"}]
+    lines = harness.impossible_times({"mode": "benchmark", "cases": rows}, "NVIDIA H100 80GB HBM3")
+    assert len(lines) == 2
+    assert lines[0].startswith("7168x16384x1: mean 3.000 µs and median 2.900 µs below 19.727 µs, the time 66.1 MB")
+    assert lines[1].startswith("4096x7168x8: median 5.000 µs below 39.468 µs")
+    assert "H100 SXM's peak memory bandwidth of 3.35 TB/s" in lines[0]
+    assert harness.impossible_times({"mode": "test", "cases": rows}, "NVIDIA H100 80GB HBM3") == []
+    assert harness.impossible_times({"mode": "benchmark", "cases": rows}, "NVIDIA Future GPU") == []
+
+
+def test_docs_list_the_peaks_the_check_uses():
+    """docs/eval.md's table of peaks is harness.PEAK_BANDWIDTH, row for row, source included."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "eval.md").read_text()
+    table = text.split("## Impossible times", 1)[1].split("| --- | --- | --- |\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in table.splitlines()]
+    assert rows == [[model, f"{bps / 1e12:g}", source] for _, model, bps, source in harness.PEAK_BANDWIDTH]

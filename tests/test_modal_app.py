@@ -196,6 +196,29 @@ def test_report_of_repeated_runs():
     assert "geomean of means per run: 10.000, 12.000 µs; average 11.000 µs" in text
 
 
+def test_a_time_below_bytes_over_peak_is_a_warning_in_the_report_and_the_json():
+    """7168x16384x1 moves 66.1 MB: on a B200 (8 TB/s, DGX B200 datasheet) no call takes less than
+    8.260 µs with the L2 cleared; 3 µs is flagged, 10 µs is not; an unknown GPU gets one note."""
+    def run(mean_ns):
+        lines = kit_harness.parse_popcorn(
+            "benchmark-count: 1\nbenchmark.0.spec: m: 7168; k: 16384; l: 1; seed: 1111\n"
+            f"benchmark.0.runs: 50\nbenchmark.0.mean: {mean_ns}\nbenchmark.0.std: 1.0\n"
+            f"benchmark.0.err: 0.1\nbenchmark.0.best: {mean_ns}\nbenchmark.0.worst: {mean_ns}\ncheck: pass\n")
+        summary = kit_harness.summarize("benchmark", kit_harness.results_from_popcorn(lines, "benchmark"))
+        return {"returncode": 0, "lines": lines, "summary": summary, "stderr_tail": ""}
+
+    result = {"device": "NVIDIA B200", "harness": "server", "revision": "f83cb92", "passed": True,
+              "modes": {"benchmark": [run(3e3), run(10e3)]}}
+    text = modal_app.report(result)
+    warnings = [ln for ln in text.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "7168x16384x1: mean 3.000 µs below 8.260 µs" in warnings[0]
+    modal_app.flag_impossible_times([result])
+    first, second = (e["summary"]["impossible_times"] for e in result["modes"]["benchmark"])
+    assert len(first) == 1 and second == []
+    unknown = modal_app.report({**result, "device": "NVIDIA Future GPU"})
+    assert "warning: no peak memory bandwidth on record for NVIDIA Future GPU" in unknown
+
+
 def test_function_body_reports_a_wrong_submission_and_stops():
     (result,) = modal_app.run_remote.local(source("wrong_untouched_c"), "all", 1, TINY)
     assert result["passed"] is False
@@ -1087,6 +1110,25 @@ def test_modal_run_refuses_a_file_breaking_the_upload_rules_before_the_token_and
         assert proc.stderr.strip().splitlines() == [
             f"error: {bad} breaks the server's upload rules, so nothing is sent: line {line} contains the word "
             f"'{FORBIDDEN}' (any case, comments included): the server rejects the whole file"], proc.stderr
+
+
+def test_check_args_applies_the_precheck_where_kernelguard_is_installed():
+    """A file KernelGuard (the server's pre-check, 0.3.1) would reject is not sent: one line
+    naming the rule; the kit's submission passes it."""
+    pytest.importorskip("kernelguard")
+    replay = str(FIXTURES / "wrong_cache_first_output.py")
+    good = str(FIXTURES / "good_submission.py")
+    for args in ({"submission": replay}, {"submission": good, "job": "ab", "against": replay}):
+        problem = modal_app.check_args(mode="all", harness="kit", runs=1, **args)
+        assert problem and problem.startswith(f"error: {replay}: the server's pre-check would refuse it, so nothing "
+                                              "is sent: KernelGuard 0.3.1") and "LAST_CALL_REPLAY" in problem
+        assert "\n" not in problem
+    assert modal_app.check_args(str(ROOT / "submission.py"), "all", "kit", 1) is None
+
+
+def test_without_kernelguard_the_precheck_is_skipped(monkeypatch):
+    monkeypatch.setitem(sys.modules, "kernelguard", None)
+    assert modal_app.upload_problem(str(FIXTURES / "wrong_cache_first_output.py")) is None
 
 
 def test_a_missing_header_is_a_warning_not_a_refusal(tmp_path, monkeypatch, capsys):
