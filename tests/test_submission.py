@@ -5,6 +5,7 @@ The scaled_mm backend runs with ``torch._scaled_mm`` replaced by the reference's
 emulator; a recording wrapper checks it receives exactly what the real call would.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -592,3 +593,67 @@ def test_fast_path_rechecks_a_changed_layout(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "scaled_mm")
     with pytest.raises(RuntimeError, match="NVFP4_GEMV_BACKEND=scaled_mm cannot run"):
         submission.custom_kernel(again)
+
+
+# ---- under a profiler (POPCORN_NCU): the first call launches only the kept kernel
+
+@pytest.mark.parametrize("value, expected", [(None, False), ("", False), ("0", False), ("1", True), ("yes", True)],
+                         ids=["unset", "empty", "zero", "one", "other"])
+def test_profiling_follows_popcorn_ncu(monkeypatch, value, expected):
+    """kernelbot sets POPCORN_NCU=1 for its profile runs; unset, empty or 0 is no profile."""
+    if value is None:
+        monkeypatch.delenv(submission.ENV_PROFILE, raising=False)
+    else:
+        monkeypatch.setenv(submission.ENV_PROFILE, value)
+    assert submission.profiling() is expected
+    if expected:
+        assert submission._verify_policy() == ""  # no check: it would launch the exact backend's kernels
+
+
+def test_a_profiled_first_call_races_nothing(monkeypatch):
+    """With POPCORN_NCU set, picking the backend times, warms and checks nothing: the registry's first
+    racing backend that can run these inputs is kept."""
+    monkeypatch.setenv(submission.ENV_PROFILE, "1")
+    data = make_input(128, 256, 1, 5, device="cpu")
+    m, k, l = submission.check_inputs(data)
+    key = submission._fastest_key(data, m, k, l)
+    monkeypatch.delitem(submission._FASTEST, key, raising=False)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a profiled first call raced, warmed or checked a backend")
+
+    for name in ("_race", "_warm_backend", "_verify", "_tune"):
+        monkeypatch.setattr(submission, name, forbidden)
+    expected = next((n for n, b in submission.BACKENDS.items() if b.races and b.supported(data[0].device)[0]
+                     and not submission._layout_problem(n, data)), submission._exact_backend().name)
+    assert submission._fastest(data, m, k, l) == expected
+    submission._FASTEST.pop(key, None)
+
+
+_PROFILED_CALL = """
+import json, sys, torch
+sys.path.insert(0, {root!r})
+import reference, submission
+data = reference.generate_input(7168, 2048, 4, 7, device="cuda")
+torch.cuda.synchronize()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    submission.custom_kernel(data)
+    torch.cuda.synchronize()
+names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+print(json.dumps({{"kernels": names, "configs": submission.profile_configs()}}))
+"""
+
+
+@requires_cuda
+def test_gpu_a_profiled_first_call_launches_one_kernel(tmp_path):
+    """In a fresh process with POPCORN_NCU=1 the first call of a shape launches one kernel (the
+    one later calls launch: no race, tuning or reference), and profile_configs() names its config."""
+    env = {**os.environ, submission.ENV_PROFILE: "1"}
+    env.pop(submission.ENV_BACKEND, None)
+    proc = subprocess.run([sys.executable, "-c", _PROFILED_CALL.format(root=str(ROOT))], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    kernels = [n for n in out["kernels"] if "memset" not in n.lower() and "memcpy" not in n.lower()]
+    assert len(kernels) == 1, kernels
+    assert any(kernels[0].startswith(name) for name in out["configs"]), (kernels, out["configs"])
