@@ -139,6 +139,16 @@ def test_gpu_run_the_bench_part_runs_the_benchmarks_only(tmp_path):
     assert (tmp_path / "out" / "gpu-run-bench.log").is_file()
 
 
+def test_gpu_run_gpu_only_passes_the_selection_to_pytest(tmp_path):
+    proc, calls = gpu_run(tmp_path, "--gpu-only", "--part", "1/2")
+    assert proc.returncode == 0, proc.stderr
+    assert calls == ["-m pytest -q -rs -p no:cacheprovider --gpu-only --part 1/2"]
+    (tmp_path / "whole").mkdir()
+    proc, calls = gpu_run(tmp_path / "whole", "--gpu-only")
+    assert proc.returncode == 0, proc.stderr
+    assert calls[0] == "-m pytest -q -rs -p no:cacheprovider --gpu-only"
+
+
 @pytest.mark.parametrize("args", [["--part", "0/4"], ["--part", "5/4"], ["--part", "x"], ["--part"]])
 def test_gpu_run_refuses_a_bad_part_in_one_line(tmp_path, args):
     proc, calls = gpu_run(tmp_path, *args)
