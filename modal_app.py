@@ -698,6 +698,20 @@ def sweep_tables(sweeps: dict, top: int | None = None) -> list[str]:
     return out
 
 
+def b200_projection(bench: dict | None, device: str) -> list[str]:
+    """Markdown: a B200 bench run's cuda times beside benchmarks/projection.py's model of them
+    (shape, config, measured µs, projected µs, ratio); [] on another GPU or without cuda rows."""
+    if not bench or "B200" not in (device or ""):
+        return []
+    from benchmarks.projection import measured_beside_projected
+
+    try:
+        lines = measured_beside_projected(bench)
+    except Exception as exc:  # the report must not be lost to its last table
+        lines = ["## B200: measured beside the projection", "", f"not projected ({type(exc).__name__}: {exc})"]
+    return lines + [""] if lines else []
+
+
 def job_report(result: dict, provenance: dict) -> tuple[dict, str, str]:
     """(the record written as JSON, its Markdown, a shorter text for the terminal) of one
     step's result. bench and sweep: bench_kernel.py's JSON (info, command, rows, sweeps),
@@ -737,6 +751,10 @@ def job_report(result: dict, provenance: dict) -> tuple[dict, str, str]:
         table = re.sub(r"^# ", "## ", result["md"], count=1, flags=re.M)
         body += [table]
         short += [table]
+    if step == "bench":
+        projected = b200_projection(bench, info.get("device", ""))
+        body += projected
+        short += projected
     if not result.get("passed"):
         body += _output_block(result)
         short += _output_block(result)

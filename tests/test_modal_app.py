@@ -1140,3 +1140,55 @@ def test_a_missing_header_is_a_warning_not_a_refusal(tmp_path, monkeypatch, caps
     entry(submission=str(plain), out=str(tmp_path / "r.json"))
     err = capsys.readouterr().err
     assert f"warning: {plain}: no header line '#!POPCORN leaderboard nvfp4_gemv'" in err and fake.calls
+
+
+# --------------------------------------------------------------------------- the bench job's B200 projection
+
+
+def bench_result(device: str) -> dict:
+    """A bench step's result on ``device``: one cuda row and one triton row of a B200-like run."""
+    rows = [{"shape": "7168x2048x4", "backend": "cuda", "kernel_us": 12.0, "ceiling_us": 10.0, "bytes": 33_090_000,
+             "config": {"lpr": 8, "rpt": 2, "u": 4, "warps": 1, "decode": "f16x2", "v": 1, "pipe": "ptxas",
+                        "minb": 20, "bsh": True}},
+            {"shape": "7168x2048x4", "backend": "triton", "kernel_us": 13.0, "config": [16, 64, 2, 1]}]
+    return {"step": "bench", **ENV, "device": device, "command": "python3 benchmarks/bench_kernel.py",
+            "returncode": 0, "seconds": 300.0, "timed_out": False, "output_tail": "", "passed": True,
+            "json": {"info": {"device": device, "sms": 148}, "rows": rows}, "md": "# Kernel benchmark results\n"}
+
+
+@pytest.fixture
+def stand_in_counts(monkeypatch):
+    """SASS counts stood in for every config (nothing compiled)."""
+    from benchmarks import inflight, projection
+    counts = {"registers": 91, "shared": 3200, "loop": 400, "per_chunk": 50.0, "loads": 8, "bytes": 16, "burst": 8,
+              "first_use": "F2FP"}
+    monkeypatch.setattr(projection, "_STORE", [{}])
+    monkeypatch.setattr(inflight, "measure", lambda cfg, arch: dict(counts))
+
+
+def test_bench_on_a_b200_prints_its_times_beside_the_projection(stand_in_counts):
+    """One table: shape, config, measured µs, projected µs, ratio (and the read ceilings'), for the
+    cuda rows of a B200 run, in the file and on the terminal; none on another GPU."""
+    provenance = {"kit_revision": "r", "kernel_revision": "k", "gpu_requested": "B200"}
+    _, markdown, short = modal_app.job_report(bench_result("NVIDIA B200"), provenance)
+    for text in (markdown, short):
+        assert "## B200: measured beside the projection" in text
+        assert "| shape | config | measured µs | projected µs | measured / projected |" in text
+        rows = [ln for ln in text.splitlines() if ln.startswith("| 7168x2048x4 | lpr=8")]
+        assert len(rows) == 1 and rows[0].split("|")[3].strip() == "12.00", rows
+        projected = float(rows[0].split("|")[4])
+        assert rows[0].split("|")[5].strip() == f"{12.0 / projected:.3f}"
+    _, markdown, _ = modal_app.job_report(bench_result("NVIDIA H100 80GB HBM3"), provenance)
+    assert "measured beside the projection" not in markdown
+
+
+def test_a_projection_that_fails_leaves_the_bench_report_whole(monkeypatch):
+    from benchmarks import projection
+
+    def broken(record):
+        raise RuntimeError("no counts")
+
+    monkeypatch.setattr(projection, "measured_beside_projected", broken)
+    provenance = {"kit_revision": "r", "kernel_revision": "k", "gpu_requested": "B200"}
+    _, markdown, _ = modal_app.job_report(bench_result("NVIDIA B200"), provenance)
+    assert "## Kernel benchmark results" in markdown and "not projected (RuntimeError: no counts)" in markdown
