@@ -6,7 +6,7 @@ backend's driver calls (``submission.cuda_driver``), does both things at once, s
 queue is needed:
 
 * block 0, thread 0 chases pointers: ``--hops`` dependent 4-byte loads (``ld.global.cg``: past
-  L1), each the index of the next, through a random cycle over 128-byte lines of a ``--chain-mb``
+  L1), each holding the position of the next, through a random cycle over 128-byte lines of a ``--chain-mb``
   buffer (default 1024 MiB, far beyond any L2 of these GPUs, so each hop is a DRAM access); the
   time per hop (``%globaltimer``, ns; ``clock64``, SM cycles) is the latency;
 * the other blocks (``B`` per SM, 128 threads each) read a separate 2 GiB buffer in a grid-stride
