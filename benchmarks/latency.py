@@ -6,8 +6,9 @@ backend's driver calls (``submission.cuda_driver``), does both things at once, s
 queue is needed:
 
 * block 0, thread 0 chases pointers: ``--hops`` dependent 4-byte loads (``ld.global.cg``: past
-  L1), each holding the position of the next, through a random cycle over 128-byte lines of a ``--chain-mb``
-  buffer (default 1024 MiB, far beyond any L2 of these GPUs, so each hop is a DRAM access); the
+  L1), each holding the position of the next, through a random cycle over 128-byte lines of a
+  ``--chain-mb`` buffer (default 1024 MiB, far beyond any L2 of these GPUs; each chase goes on
+  where the last one ended, so no hop reads a line read before and each is a DRAM access); the
   time per hop (``%globaltimer``, ns; ``clock64``, SM cycles) is the latency;
 * the other blocks (``B`` per SM, 128 threads each) read a separate 2 GiB buffer in a grid-stride
   loop, ``U`` independent 16-byte L1-no-allocate loads per thread per iteration, from before the
@@ -55,13 +56,13 @@ __device__ __forceinline__ u64 gtime() { u64 t; asm volatile("mov.u64 %0, %%glob
 // out[3]: bytes read, out[4]: first reader start (ns), out[5]: last reader end (ns).
 extern "C" __global__ void __launch_bounds__(128, 16) latency_probe(
     const unsigned* __restrict__ chain, int hops, const uint4* __restrict__ buf, long long n16,
-    unsigned* ctl, u64* out) {
+    unsigned* ctl, u64* out, unsigned first) {
   const unsigned readers = gridDim.x - 1;
   if (blockIdx.x == 0) {
     if (threadIdx.x != 0) return;
     const u64 w0 = gtime();
     while (readers && *(volatile unsigned*)&ctl[0] < readers && gtime() - w0 < 50000000ull) {}
-    unsigned i = 0;
+    unsigned i = first;  // where the last chase ended: no line is visited twice (nor found in L2)
     const u64 c0 = clock64(), t0 = gtime();
     for (int h = 0; h < hops; ++h) asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(i) : "l"(chain + i));
     const u64 c1 = clock64(), t1 = gtime();
@@ -158,6 +159,7 @@ def measure(args) -> dict:  # pragma: no cover - needs CUDA
     out = torch.zeros(6, dtype=torch.int64, device=dev)
     drv = submission.cuda_driver()
     fns = {}
+    pos = [0]  # the chase goes on where the last one ended, so every hop reads a line not read before
 
     def probe(blocks_per_sm: int, unroll: int, hops: int) -> tuple:
         u = max(unroll, 1)
@@ -168,7 +170,8 @@ def measure(args) -> dict:  # pragma: no cover - needs CUDA
         out.zero_()
         out[4] = (1 << 63) - 1
         vals = [ctypes.c_void_p(chain.data_ptr()), ctypes.c_int(hops), ctypes.c_void_p(buf.data_ptr()),
-                ctypes.c_longlong(READ_BUFFER // 16), ctypes.c_void_p(ctl.data_ptr()), ctypes.c_void_p(out.data_ptr())]
+                ctypes.c_longlong(READ_BUFFER // 16), ctypes.c_void_p(ctl.data_ptr()), ctypes.c_void_p(out.data_ptr()),
+                ctypes.c_uint(pos[0])]
         params = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
         grid = 1 + blocks_per_sm * sms
         res = drv.launch(fns[u], grid, 1, 1, READ_THREADS, 1, 1, 0, None, params, None)
@@ -176,6 +179,7 @@ def measure(args) -> dict:  # pragma: no cover - needs CUDA
             raise RuntimeError(f"latency probe launch failed: {drv.error(res)}")
         torch.cuda.synchronize()
         o = out.tolist()
+        pos[0] = int(o[2])
         read = o[3] / ((o[5] - o[4]) * 1e-9) if blocks_per_sm and o[5] > o[4] else 0.0
         return o[0] / hops, o[1] / hops, read
 
