@@ -394,7 +394,7 @@ _SAME_SASS_JSON = r"""
       "old": "3c2611b17aeb",
       "new": "1f1f601d0d8b",
       "old_kit": "7228653",
-      "new_kit": "the first kit with kernels/",
+      "new_kit": "90b8b4f",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
@@ -409,7 +409,7 @@ _SAME_SASS_JSON = r"""
       "old": "38d545c52b66",
       "new": "1f1f601d0d8b",
       "old_kit": "f60a1c9",
-      "new_kit": "the first kit with kernels/",
+      "new_kit": "90b8b4f",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
@@ -424,7 +424,7 @@ _SAME_SASS_JSON = r"""
       "old": "b0872285e05d",
       "new": "1f1f601d0d8b",
       "old_kit": "3c388d5",
-      "new_kit": "the first kit with kernels/",
+      "new_kit": "90b8b4f",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
@@ -439,7 +439,7 @@ _SAME_SASS_JSON = r"""
       "old": "b0872285e05d",
       "new": "1f1f601d0d8b",
       "old_kit": "3c388d5",
-      "new_kit": "the first kit with kernels/",
+      "new_kit": "90b8b4f",
       "date": "2026-11-26",
       "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
       "compared": [
