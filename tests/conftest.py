@@ -53,6 +53,28 @@ def make_input(m: int, k: int, l: int, seed: int, device=None, dist: str = "offi
     return quant.fill(reference.generate_input(m, k, l, seed, device=device), dist)
 
 
+def assert_server_test_mode_passes(folder: Path, submission: Path, dist: str | None = None) -> None:
+    """The server's layout in ``folder`` (its files and the kit's support files beside ``submission``
+    copied as submission.py), the official test cases, ``python eval.py test FILE`` with POPCORN_FD
+    (``dist``: the kit's input distribution, None the official one): every case passes."""
+    import shutil
+
+    import harness
+
+    for name in (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES):
+        shutil.copy(ROOT / name, folder / name)
+    shutil.copy(submission, folder / "submission.py")
+    (folder / "tests.txt").write_text(harness.test_file_text(harness.shape_set("tests")))
+    env = {"POPCORN_SEED": None, harness.ENV_DISTRIBUTION: dist, harness.ENV_CHECK_INPUTS: None,
+           harness.ENV_BACKEND: None}
+    run = harness.run_protocol(folder, "test", "tests.txt", env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.lines["check"] == "pass", run.lines
+    count = int(run.lines["test-count"])
+    assert count == len(OFFICIAL_TESTS)
+    assert all(run.lines[f"test.{i}.status"] == "pass" for i in range(count)), run.lines
+
+
 def replace_inputs(data, **new):
     """``data`` (a, b, sfa, sfb, sfa_p, sfb_p, c) with the tensors named in ``new`` replaced: the
     bad-input tests' one way of building a broken input tuple."""

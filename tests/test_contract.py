@@ -11,12 +11,11 @@ README's link to it.
 import ast
 import importlib.util
 import re
-import shutil
 import sys
 
 import pytest
 import torch
-from conftest import OFFICIAL_TESTS, ROOT, make_input
+from conftest import OFFICIAL_TESTS, ROOT, assert_server_test_mode_passes, make_input
 
 import harness
 import reference
@@ -78,18 +77,7 @@ def test_example_matches_the_exact_reference_and_returns_c(m, k, l, seed, dist):
 def test_eval_test_mode_passes_the_example_as_the_server_runs_it(tmp_path):
     """The server's layout (its four files beside the example renamed submission.py), the official
     test cases, ``python eval.py test FILE`` with POPCORN_FD: every case passes."""
-    for name in (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES):
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copy(EXAMPLE, tmp_path / "submission.py")
-    (tmp_path / "tests.txt").write_text(harness.test_file_text(harness.shape_set("tests")))
-    env = {"POPCORN_SEED": None, harness.ENV_DISTRIBUTION: None, harness.ENV_CHECK_INPUTS: None,
-           harness.ENV_BACKEND: None}
-    run = harness.run_protocol(tmp_path, "test", "tests.txt", env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.lines["check"] == "pass", run.lines
-    count = int(run.lines["test-count"])
-    assert count == len(OFFICIAL_TESTS)
-    assert all(run.lines[f"test.{i}.status"] == "pass" for i in range(count)), run.lines
+    assert_server_test_mode_passes(tmp_path, EXAMPLE)
 
 
 # --------------------------------------------------------------------------- the page

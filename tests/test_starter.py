@@ -26,7 +26,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, replace_inputs
+from conftest import (
+    BENCHMARKS,
+    HAS_CUDA,
+    OFFICIAL_TESTS,
+    ROOT,
+    assert_server_test_mode_passes,
+    make_input,
+    replace_inputs,
+)
 from tolerances import KERNEL_ATOL, KERNEL_RTOL
 
 import harness
@@ -92,18 +100,7 @@ def test_one_frozen_config_per_benchmark_shape_and_every_config_launchable():
 def test_eval_test_mode_passes_as_the_server_runs_it(tmp_path, dist):
     """The server's layout (its four files beside the starter renamed submission.py), the official
     test cases, ``python eval.py test FILE`` with POPCORN_FD: every case passes."""
-    for name in (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES):
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copy(STARTER, tmp_path / "submission.py")
-    (tmp_path / "tests.txt").write_text(harness.test_file_text(harness.shape_set("tests")))
-    env = {"POPCORN_SEED": None, harness.ENV_DISTRIBUTION: dist, harness.ENV_CHECK_INPUTS: None,
-           harness.ENV_BACKEND: None}
-    run = harness.run_protocol(tmp_path, "test", "tests.txt", env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.lines["check"] == "pass", run.lines
-    count = int(run.lines["test-count"])
-    assert count == len(OFFICIAL_TESTS)
-    assert all(run.lines[f"test.{i}.status"] == "pass" for i in range(count)), run.lines
+    assert_server_test_mode_passes(tmp_path, STARTER, dist)
 
 
 # --------------------------------------------------------------------------- input checks, fallback
