@@ -90,10 +90,13 @@ KIT_MODULES = ("submission", "eval", "audit", "reference", "utils", "task", "qua
 
 @pytest.fixture(autouse=True)
 def _kit_modules_as_found():
-    """Each test leaves sys.modules' entries of the kit's modules as it found them (the
-    suite's result then does not depend on the order of its tests)."""
+    """Each test leaves sys.modules' entries of the kit's modules, and sys.path, as it found them
+    (the suite's result then does not depend on the order of its tests: a submission loaded from a
+    test's folder puts that folder on sys.path, and worker processes spawned later inherit it)."""
     before = {name: sys.modules.get(name) for name in KIT_MODULES}
+    path = list(sys.path)
     yield
+    sys.path[:] = path
     for name, module in before.items():
         if module is not None and sys.modules.get(name) is not module:
             sys.modules[name] = module

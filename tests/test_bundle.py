@@ -148,7 +148,7 @@ def test_the_timing_commands_refuse_the_kits_stale_submission_and_time_other_fil
     stale = kit / "submission.py"
     why = bundle.stale_problem(stale)
     assert why.startswith("the kit's submission.py is stale (") and "run `python3 eval.py bundle` first" in why
-    other = kit / "copy.py"
+    other = kit / "renamed_submission.py"  # a name of no stdlib module
     other.write_text(stale.read_text())
     assert bundle.stale_problem(other) == "" and bundle.stale_problem(ROOT / "submission.py") == ""
     for call in (lambda: kit_eval.main([str(stale), "--shapes", "tests"]), lambda: ab.main([str(other), str(stale)]),
