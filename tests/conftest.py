@@ -53,6 +53,24 @@ def make_input(m: int, k: int, l: int, seed: int, device=None, dist: str = "offi
     return quant.fill(reference.generate_input(m, k, l, seed, device=device), dist)
 
 
+def load_file(path: Path, name: str):
+    """The Python file at ``path`` imported as a module named ``name`` (the kit's one loader,
+    harness.load_submission, leaving sys.path and sys.modules as they were)."""
+    import harness
+
+    return harness.load_submission(path, name, keep=False)
+
+
+def module_of(text: str, name: str):
+    """``text`` written to a file of its own and imported from it as a module named ``name``. A real
+    file: Triton's @jit reads the source of its functions from their file when it compiles them."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="nvfp4_test_")) / f"{name}.py"
+    path.write_text(text)
+    return load_file(path, name)
+
+
 def assert_server_test_mode_passes(folder: Path, submission: Path, dist: str | None = None) -> None:
     """The server's layout in ``folder`` (its files and the kit's support files beside ``submission``
     copied as submission.py), the official test cases, ``python eval.py test FILE`` with POPCORN_FD

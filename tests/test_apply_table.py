@@ -9,18 +9,16 @@ device of that name. The ranking rule, the refusals (another kernel revision wit
 no sweep, unreadable input, a stale submission.py), wrong rows and probes, a replaced entry, the
 dry run and the kernel revision's scope are checked beside. No GPU needed."""
 
-import importlib.util
 import json
 import re
 import subprocess
 import sys
-import tempfile
 import types
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, module_of
 
 import bundle
 import harness
@@ -85,15 +83,6 @@ def apply(tmp_path, results: dict, sub, *flags) -> int:
 def record(cfg, us, server_us, bad=()):
     return {"backend": "cuda", "cfg": list(cfg), "us": us, "server_us": server_us, "ratio": 1.0,
             "server_ratio": 1.0, "bad": list(bad)}
-
-
-def module_of(text: str, name: str):
-    path = Path(tempfile.mkdtemp(prefix="nvfp4_apply_")) / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # --------------------------------------------------------------------------- kernel revision

@@ -8,14 +8,12 @@ revision ignores a comment edit of the .cu file and follows a code edit; the tim
 refuse the kit's own submission.py while it is stale, and time a file given by another path as it
 is. No GPU needed."""
 
-import importlib.util
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, module_of
 
 import bundle
 import eval as kit_eval
@@ -49,16 +47,6 @@ def line_of(path: Path, line: str) -> int:
 def run(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "eval.py", "bundle", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=300)
-
-
-def module_of(text: str, name: str):
-    """``text`` imported as a module of its own, from a file of its own (Triton's kernels need one)."""
-    path = Path(tempfile.mkdtemp(prefix="nvfp4_bundle_")) / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_repositorys_submission_holds_its_sources():

@@ -9,13 +9,12 @@ README's link to it.
 """
 
 import ast
-import importlib.util
 import re
 import sys
 
 import pytest
 import torch
-from conftest import OFFICIAL_TESTS, ROOT, assert_server_test_mode_passes, make_input
+from conftest import OFFICIAL_TESTS, ROOT, assert_server_test_mode_passes, load_file, make_input
 
 import harness
 import reference
@@ -26,14 +25,7 @@ PAGE = ROOT / "docs" / "contract.md"
 TEXT = PAGE.read_text()
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("minimal_torch", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-minimal = _load()
+minimal = load_file(EXAMPLE, "minimal_torch")
 
 
 # --------------------------------------------------------------------------- the example

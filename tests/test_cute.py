@@ -4,13 +4,12 @@ Compile checks need the DSL (``pip install -e ".[cute]"``; skipped with that rea
 the example's CPU path needs it too (the file imports ``cutlass``). GPU tests compare the CuTe
 kernel with the example's torch path bit for bit."""
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, make_input, requires_cuda
+from conftest import BENCHMARKS, HAS_CUDA, OFFICIAL_TESTS, ROOT, load_file, make_input, requires_cuda
 from tolerances import ATOL, RTOL
 
 import cute_check
@@ -33,10 +32,7 @@ def _compile(path, *args):
 def example():
     if not HAS_DSL:
         pytest.skip("nvidia-cutlass-dsl not installed: pip install -e '.[cute]'")
-    spec = importlib.util.spec_from_file_location("cute_gemv_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(EXAMPLE, "cute_gemv_example")
 
 
 # --------------------------------------------------------------------------- the check itself

@@ -10,7 +10,6 @@ The tests marked requires_cuda check the real CUDA timing path (on a CUDA machin
 """
 
 import base64
-import importlib.util
 import json
 import math
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import HAS_CUDA, ROOT, progress, requires_cuda
+from conftest import HAS_CUDA, ROOT, load_file, progress, requires_cuda
 
 import eval as ev
 import harness
@@ -193,10 +192,7 @@ def test_plain_scales_submission_passes_every_mode(runs, mode):
 
 
 def _load_fixture(name: str):
-    spec = importlib.util.spec_from_file_location(f"fixture_{name}", fixture(name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(fixture(name), f"fixture_{name}")
 
 
 def test_plain_scales_fixture_reads_the_plain_scales_only(device):

@@ -13,15 +13,12 @@
 """
 
 import ast
-import importlib.util
 import re
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, make_input
+from conftest import ROOT, make_input, module_of
 from kit_imports import kit_modules, private_reaches, state_writes
 
 import reference
@@ -77,23 +74,11 @@ register(Backend("toy", lambda device: (True, ""), _toy_run, config=ToyConfig,
 '''
 
 
-def _module(text: str, name: str):
-    """``text`` written to a file of its own and imported from it as a module of its own (not
-    ``submission``: sys.modules keeps the kit's). A real file: Triton's @jit reads the source of
-    its functions from their file when it compiles them (on a GPU)."""
-    path = Path(tempfile.mkdtemp(prefix="nvfp4_registry_")) / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture
 def toy(monkeypatch):
     for var in ("NVFP4_GEMV_BACKEND", "NVFP4_GEMV_VERIFY", "NVFP4_GEMV_TUNE", "NVFP4_GEMV_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    return _module(TEXT + TOY_BLOCK, "_toy_submission")
+    return module_of(TEXT + TOY_BLOCK, "_toy_submission")
 
 
 def _exact(data):
@@ -199,7 +184,7 @@ def test_a_new_cuda_tuning_parameter_takes_the_config_type_and_the_kernel_templa
         (tmp_path / "kernels" / path.name).write_text(cu if path.name == "nvfp4_gemv.cu" else path.read_text())
     text = bundle.bundled(text, tmp_path)
     assert bundle.first_difference(text, tmp_path) == ""
-    mod = _module(text, "_toy_field_submission")
+    mod = module_of(text, "_toy_field_submission")
     cfg = mod.CudaConfig.parse("lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,toy=3")
     assert cfg.toy == 3 and repr(cfg) == 'CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", toy=3)'
     assert mod.CudaConfig.parse(repr(cfg)[len("CudaConfig("):-1].replace(" ", "").replace('"', "")) == cfg

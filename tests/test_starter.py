@@ -14,7 +14,6 @@ every config bit for bit on extreme values, NaN scales, and bad input.
 
 import ast
 import dataclasses
-import importlib.util
 import os
 import random
 import shutil
@@ -32,6 +31,7 @@ from conftest import (
     OFFICIAL_TESTS,
     ROOT,
     assert_server_test_mode_passes,
+    load_file,
     make_input,
     replace_inputs,
 )
@@ -46,14 +46,7 @@ STARTER = ROOT / "examples" / "starter_cuda.py"
 ARCHS = ("sm_90a", "sm_100a")
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("starter_cuda", STARTER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-starter = _load()
+starter = load_file(STARTER, "starter_cuda")
 
 
 def gpu(fn):
