@@ -438,13 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"inflight.py: {path}: {exc}", file=sys.stderr)
             return 2
-    try:
-        submission.find_nvrtc()
-    except submission.CudaBuildError as exc:
-        print(f"inflight.py needs NVRTC (pip install nvidia-cuda-nvrtc): {exc}", file=sys.stderr)
-        return 2
-    if not sass_count.cuobjdump():
-        print("inflight.py needs cuobjdump (Triton's wheel ships one)", file=sys.stderr)
+    missing = sass_count.missing_tools()
+    if missing:
+        print(f"inflight.py {missing}", file=sys.stderr)
         return 2
     revision, date = submission.kernel_revision(), time.strftime("%Y-%m-%d")
     rows = table(gpus, lambda line: print(line, file=sys.stderr, flush=True))

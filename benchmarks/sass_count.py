@@ -59,6 +59,16 @@ def cuobjdump() -> str:
     return shutil.which("cuobjdump") or ""
 
 
+def missing_tools() -> str:
+    """'' where NVRTC and cuobjdump are both here (all that compiling and disassembling the cuda
+    backend needs, no GPU), else what is missing and how to get it."""
+    try:
+        submission.find_nvrtc()
+    except submission.CudaBuildError as exc:
+        return f"needs NVRTC (pip install nvidia-cuda-nvrtc): {exc}"
+    return "" if cuobjdump() else "needs cuobjdump (Triton's wheel ships one)"
+
+
 def disassemble(cfg: tuple, arch: str) -> tuple[str, str]:
     """(SASS text, resource usage text) of ``cfg`` (full steps, plain scales) for ``arch``."""
     name, source = submission.cuda_kernel(submission.CudaConfig.of(cfg), True, True)
@@ -143,13 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  "shape)")
     ap.add_argument("--arch", default="sm_100a", choices=sorted(PAPER_MINIMUM), help="with --config")
     args = ap.parse_args(argv)
-    try:
-        submission.find_nvrtc()
-    except submission.CudaBuildError as exc:
-        print(f"sass_count.py needs NVRTC (pip install nvidia-cuda-nvrtc): {exc}", file=sys.stderr)
-        return 2
-    if not cuobjdump():
-        print("sass_count.py needs cuobjdump (Triton's wheel ships one)", file=sys.stderr)
+    missing = missing_tools()
+    if missing:
+        print(f"sass_count.py {missing}", file=sys.stderr)
         return 2
     if args.config:
         try:

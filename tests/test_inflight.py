@@ -131,12 +131,9 @@ def test_the_stored_record_is_read_back_for_this_kernel_revision_only(tmp_path, 
 
 
 def _tools():
-    try:
-        submission.find_nvrtc()
-    except submission.CudaBuildError as exc:
-        pytest.skip(f"needs NVRTC (the dev extra installs it): {exc}")
-    if not sass_count.cuobjdump():
-        pytest.skip("needs cuobjdump (Triton's wheel ships one)")
+    missing = sass_count.missing_tools()
+    if missing:
+        pytest.skip(missing)
 
 
 @pytest.mark.parametrize("cfg, arch", [

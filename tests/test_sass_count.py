@@ -44,13 +44,9 @@ def test_k_loop_is_the_loop_that_loads_not_a_larger_epilogue_loop():
 
 
 def _tools():
-    import submission
-    try:
-        submission.find_nvrtc()
-    except submission.CudaBuildError as exc:
-        pytest.skip(f"needs NVRTC (the dev extra installs it): {exc}")
-    if not sass_count.cuobjdump():
-        pytest.skip("needs cuobjdump (Triton's wheel ships one)")
+    missing = sass_count.missing_tools()
+    if missing:
+        pytest.skip(missing)
 
 
 # Upper bounds on SASS instructions per 16 bytes of a and lane, as counted on 2026-11-25 once the
