@@ -2380,12 +2380,12 @@ def _triton_run(data, m: int, k: int, l: int, cfg=None) -> torch.Tensor:
     if cfg is None:
         cfg = config_for("triton", data, m, k, l)
     kernel, grid, args, kwargs = triton_launch(data, m, k, l, cfg)
-    _KERNEL_CONFIGS[getattr(kernel, "__name__", "_nvfp4_gemv_kernel")] = repr(TritonConfig.of(cfg))
     key = _triton_key(data, m, l, args, kwargs)
     run = _TRITON_LAUNCH.get(key)
     if run is not None:
         run(*args, *run.consts)
         return c
+    _KERNEL_CONFIGS[getattr(kernel, "__name__", "_nvfp4_gemv_kernel")] = repr(TritonConfig.of(cfg))
     compiled = kernel[grid](*args, **kwargs)
     if key not in _TRITON_LAUNCH and not _INTERPRET:
         _TRITON_LAUNCH[key] = None  # JIT path unless the direct one proves itself
