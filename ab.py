@@ -526,7 +526,7 @@ def _usage_problem(args) -> str:
         problem = harness.submission_problem(Path(path))
         if problem:
             return problem
-    import bundle  # stdlib only
+    import bundle  # the standard library and harness only
     bundle.refuse_if_stale(*args.files)  # the kit's own submission.py must hold its sources
     if args.rounds < 2:
         return f"--rounds must be at least 2 (an interval needs two rounds), got {args.rounds}"

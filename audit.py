@@ -470,7 +470,7 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return harness.EXIT_USAGE
-    import bundle  # stdlib only
+    import bundle  # the standard library and harness only
     bundle.refuse_if_stale(path)  # the kit's own submission.py must hold its sources
     import torch
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"

@@ -359,7 +359,7 @@ def _human(args) -> int:
             print(f"error: {submission}: {problem}", file=sys.stderr)
         return EXIT_FAIL
     if (Path(__file__).parent / "bundle.py").is_file():  # in the kit: its own submission.py must hold its sources
-        import bundle  # stdlib only
+        import bundle  # the standard library and harness only
 
         bundle.refuse_if_stale(submission)
     for warning in header_warnings(submission):

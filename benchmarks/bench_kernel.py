@@ -379,7 +379,7 @@ def measure_roofline(args, argv: list) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import bundle  # stdlib only
+    import bundle  # the standard library and harness only
     bundle.refuse_if_stale(current().__file__)  # the kit's own submission.py must hold its sources
     argv = sys.argv[1:] if argv is None else list(argv)
     green = None
