@@ -47,9 +47,7 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
-  PIPE_ROLL = 3       // each chunk's registers refilled with the next step's chunk as soon as the
-                      // step's arithmetic has used them (U chunks in flight while a warp computes)
+  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
 };
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
@@ -534,8 +532,6 @@ __device__ __forceinline__ void gemv_body(
   };
   // PIPE_AB_FIRST: b's chunks of the step and their scales loaded beside a's, before any arithmetic
   // (no dependency on a's loads: on a short row the step's two round trips become one).
-  Q rb_q;    // PIPE_ROLL with BSH: b's chunk of the next step and its scale pair, loaded a step ahead
-  u32 rb_s;
   Q bqs[PIPE == PIPE_AB_FIRST ? U : 1];
   u32 sbs[PIPE == PIPE_AB_FIRST ? U : 1];
   auto compute = [&](int c0, const unsigned char* bstep) {
@@ -582,94 +578,7 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  // PIPE_ROLL: the loads of step c0 + STEP go out chunk by chunk as step c0's arithmetic frees
-  // their registers, so a warp keeps its U chunks per row in flight while it computes (no
-  // second set of registers, as double buffering would take); with BSH, b's chunk of the next
-  // step is loaded one step ahead too. The last step of a part issues no loads (more false).
-  auto roll_step = [&](int c0, bool more) {  // more: a constant at each (inlined) call
-    if (BSH && !PROBE) {
-      const B mine = D::prep(rb_q, T);
-      const u32 sbm = prep_sb(rb_s);
-      if (more) load_b(bp, c0 + STEP + lane, rb_q, rb_s);
-      __syncwarp();  // the last step's reads are done
-      const uint4* w = reinterpret_cast<const uint4*>(&mine);
-#pragma unroll
-      for (int k = 0; k < NW; ++k) sh_b[BSH ? warp : 0][k][lane] = w[k];
-      sh_s[BSH ? warp : 0][lane] = sbm;
-      __syncwarp();
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int ch = c0 + t * V + off(u);
-      if (PROBE) {
-        Q bq;
-        u32 sbv;
-        load_b(bp, ch, bq, sbv);
-#pragma unroll
-        for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
-                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
-      } else {
-        B bc;
-        u32 sb;
-        if (BSH) {
-          const int j = t * V + off(u);
-          uint4* w = reinterpret_cast<uint4*>(&bc);
-#pragma unroll
-          for (int k = 0; k < NW; ++k) w[k] = sh_b[BSH ? warp : 0][k][j];
-          sb = sh_s[BSH ? warp : 0][j];
-        } else {
-          prep_b(bp, ch, bc, sb);
-        }
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
-      }
-      // slots u - V + 1 .. u used: refill them from the next step (V adjacent chunks at once)
-      if (more && u % V == V - 1) {
-#pragma unroll
-        for (int i = 0; i < RPT; ++i) {
-#pragma unroll
-          for (int w = u - V + 1; w <= u; ++w) {
-            const int nch = c0 + STEP + t * V + off(w);
-            if (FULL || nch < chunks) {
-              if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[i][w] = ld_a<LOAD>(ap[i] + 16 * (STEP + off(w)));
-              else if (w % 2 == 0) ld_a32(ap[i] + 16 * (STEP + off(w)), av[i][w], av[i][w + 1 < U ? w + 1 : w]);
-              const unsigned char* sq =
-                  PLAIN ? sp[i] + 2 * (STEP + off(w)) : sp[i] + scale_col<false>(nch);
-              if (V == 1) sa[i][w] = ld_scales16<SLOAD>(sq);
-              else if (w % 2 == 0) sa[i][w] = ld_scales32<SLOAD>(sq);
-              else sa[i][w] = sa[i][w - 1] >> 16;
-            } else {
-              av[i][w] = Q{{0u, 0u, 0u, 0u}};
-              sa[i][w] = 0u;
-            }
-          }
-        }
-        // ptxas keeps memory operations on their side of a warp barrier: the refill goes out
-        // here, not gathered with the others at the end of the step (where it would put them to
-        // shorten registers' lives), and the next chunk's reads of b come after it.
-        if (u + 1 < U) __syncwarp();
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      ap[i] += 16 * STEP;
-      if (PLAIN) sp[i] += 2 * STEP;
-    }
-  };
-  if (PIPE == PIPE_ROLL && cbeg < cend) {
-    load(cbeg);  // the first step's chunks (moves the pointers a step on: set them back)
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      ap[i] -= 16 * STEP;
-      if (PLAIN) sp[i] -= 2 * STEP;
-    }
-    if (BSH) load_b(bp, cbeg + lane, rb_q, rb_s);
-    int c0 = cbeg;
-    for (; c0 + STEP < cend; c0 += STEP) roll_step(c0, true);
-    roll_step(c0, false);
-  }
-  for (int c0 = cbeg; PIPE != PIPE_ROLL && c0 < cend; c0 += STEP) {
+  for (int c0 = cbeg; c0 < cend; c0 += STEP) {
     load(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
