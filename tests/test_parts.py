@@ -79,8 +79,11 @@ def test_the_parts_partition_the_collected_suite():
     assert len(every) == len(set(every)), "a test in two parts"
     assert len(every) == whole.pop(), "the parts together are not the collected suite"
     assignment = assign_parts(suite_files(), m)
+    # a file that collects no test here (skipped whole, e.g. test_modal_app.py without modal) is in no part's ids
+    seen = {Path(test.split("::")[0]).name for test in every}
     for n, part in enumerate(parts, 1):
-        assert {Path(test.split("::")[0]).name for test in part} == {f for f, p in assignment.items() if p == n}
+        assert {Path(test.split("::")[0]).name for test in part} == {f for f, p in assignment.items()
+                                                                     if p == n and f in seen}
 
 
 def test_pytest_refuses_a_bad_part_before_collecting():
