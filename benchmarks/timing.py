@@ -228,7 +228,7 @@ def _xor(a, b):
 
 # (BLOCK words, ITERS, warps). Six shapes before the load policies came; the four kept are the
 # two that won every ceiling in the kept logs ((1024, 1, 4) on all three benchmark shapes,
-# (4096, 1, 8) on 7168x16384x1 once: benchmarks/results/gpu-run-h100.log) and one longer
+# (4096, 1, 8) on 7168x16384x1 once: benchmarks/results/gpu-run-h100.log at commit 3a21cf2) and one longer
 # stretch per warp count. Dropped, to keep shapes x policies near four times the old cost:
 # (1024, 8, 4) and (2048, 4, 8), the longest stretches per program, never seen winning.
 READ_SHAPES = ((1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 1, 8))
