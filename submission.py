@@ -567,7 +567,7 @@ CUDA_LOADS = ("nc_no_allocate", "plain", "l1_evict_first", "cs", "no_allocate_l2
 # The order of a step's loads and arithmetic (enum Pipe): as ptxas schedules it; every load of a
 # before the arithmetic; b's loads too, beside a's.
 CUDA_PIPES = ("ptxas", "a_first", "ab_first")
-_CUDA_BOOLS = ("bsh", "bload")  # the fields that are bools (0 / 1 and "true" / "false" taken too)
+_CUDA_BOOLS = ("bsh", "bload", "ki")  # the fields that are bools (0 / 1 and "true" / "false" taken too)
 
 
 class _CudaFields(NamedTuple):
@@ -585,6 +585,7 @@ class _CudaFields(NamedTuple):
     kb: int = 1  # and each of those in kb parts over kb blocks, summed by the last block in a fixed order
     bload: bool = False  # b and its scales loaded with L1 and L2 evict-last priority (else ld.global.nc)
     gs: int = 0  # 0: a block per row group; > 0: a grid of gs blocks per SM walking the row groups (ks = kb = 1)
+    ki: bool = False  # the K parts' steps interleaved (part p: steps p, p + ks * kb, ...), else contiguous ranges
 
 
 def _cuda_named(fields: tuple) -> tuple:
@@ -670,7 +671,7 @@ class CudaConfig(_CudaFields):
         """A CudaConfig from itself, from a dict of fields, from text (``parse``) or from a sequence
         of fields in order, trailing ones optional; the decode by name, or by its number in the
         positional form configs were recorded in before they had names (0 dp4a, 1 f16x2, 2 dp4a-sr,
-        3 dp4a-sr2); load and pipe by name or number, bsh and bload as bools or 0 / 1."""
+        3 dp4a-sr2); load and pipe by name or number, bsh, bload and ki as bools or 0 / 1."""
         cfg = _config_from(cls, value)
         if cfg is not None:
             return cfg
@@ -724,6 +725,8 @@ _CUDA_RULES = (
     (lambda c: not isinstance(c.bload, bool), "bload must be a bool (or 0 / 1)"),
     (lambda c: not _int_in(c.gs, 0, 32), "gs must be an integer in 0..32"),
     (lambda c: c.gs and (c.ks > 1 or c.kb > 1), "gs > 0 needs ks = kb = 1"),
+    (lambda c: not isinstance(c.ki, bool), "ki must be a bool (or 0 / 1)"),
+    (lambda c: c.ki and c.ks * c.kb == 1, "ki (interleaved K parts) needs K split in parts: ks * kb > 1"),
 )
 
 
@@ -1171,10 +1174,10 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 // lane and step, V of them adjacent, WARPS warps of rows per block; LOAD, PIPE, DECODE (the enums
 // above); FULL: every step whole (no bounds checks); PLAIN: the plain scales (else the permuted
 // ones); PROBE: the loads-only timing probe (wrong results); BSH: b prepared once per warp and
-// step through shared memory; KS, KB: K split over KS warps of a block and KB blocks; BLOAD: b's
-// loads with the evict-last priority. bx: the block's row group.
+// step through shared memory; KS, KB: K split over KS warps of a block and KB blocks (KINT: the
+// parts' steps interleaved); BLOAD: b's loads with the evict-last priority. bx: the block's row group.
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, bool BSH, int KS, int KB, bool BLOAD>
+          bool PROBE, bool BSH, int KS, int KB, bool BLOAD, bool KINT>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -1207,8 +1210,11 @@ __device__ __forceinline__ void gemv_body(
   const int nsteps = (chunks + STEP - 1) / STEP;
   constexpr int NP = KS * KB;
   const int pi = (KB > 1 ? (int)blockIdx.z * KS : 0) + kp;
-  const int cbeg = NP == 1 ? 0 : (pi * nsteps / NP) * STEP;
-  const int cend = NP == 1 ? chunks : min(((pi + 1) * nsteps / NP) * STEP, chunks);
+  // part pi's steps: a contiguous range, or (KINT) steps pi, pi + NP, pi + 2 NP, ...: the parts of
+  // a row group then read its K front side by side, whole stretches of a row at a time
+  const int cbeg = NP == 1 ? 0 : KINT ? pi * STEP : (pi * nsteps / NP) * STEP;
+  const int cend = NP == 1 || KINT ? chunks : min(((pi + 1) * nsteps / NP) * STEP, chunks);
+  constexpr int CSTRIDE = KINT ? NP * STEP : STEP;  // chunks from one of the part's steps to the next
   // per row: a pointer at the lane's first chunk and its scale pointer; each step moves both
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
@@ -1248,8 +1254,8 @@ __device__ __forceinline__ void gemv_body(
           sa[i][u] = 0u;
         }
       }
-      ap[i] += 16 * STEP;
-      if (PLAIN) sp[i] += 2 * STEP;
+      ap[i] += 16 * CSTRIDE;
+      if (PLAIN) sp[i] += 2 * CSTRIDE;
     }
   };
   // b chunk ch and its scale pair as loaded (zeros past the end), and prepared
@@ -1316,7 +1322,7 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  for (int c0 = cbeg; c0 < cend; c0 += STEP) {
+  for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
     load(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
@@ -1407,7 +1413,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_example(
     i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero,
     float* __restrict__ part, u32* __restrict__ cnt, int groups) {
   const int bx = blockIdx.x;
-  gemv_body<8, 2, 4, 1, 1, LD_L1_EVICT_FIRST, PIPE_PTXAS, true, true, DEC_DP4A_SR2, false, true, 8, 1, false>(
+  gemv_body<8, 2, 4, 1, 1, LD_L1_EVICT_FIRST, PIPE_PTXAS, true, true, DEC_DP4A_SR2, false, true, 8, 1, false, false>(
       a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero, part, cnt, bx);
 }
 #endif
@@ -1461,11 +1467,11 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     t = "true", "false"
     template = [cfg.lpr, cfg.rpt, cfg.u, cfg.v, cfg.warps, _enumerator("LD_", cfg.load),
                 _enumerator("PIPE_", cfg.pipe), t[not full], t[not plain], _enumerator("DEC_", cfg.decode),
-                t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload]]
+                t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload], t[not cfg.ki]]
     parts = ["nvfp4_gemv", f"lpr{cfg.lpr}", f"rpt{cfg.rpt}", f"u{cfg.u}", f"w{cfg.warps}",
              cfg.decode.replace("-", "_"), f"v{cfg.v}", cfg.load, cfg.pipe]
     parts += [f"minb{cfg.minb}"] * (cfg.minb > 0) + ["bsh"] * cfg.bsh + [f"ks{cfg.ks}"] * (cfg.ks > 1)
-    parts += [f"kb{cfg.kb}"] * (cfg.kb > 1) + ["b_evict_last"] * cfg.bload + ["gs"] * (cfg.gs > 0)
+    parts += [f"kb{cfg.kb}"] * (cfg.kb > 1) + ["b_evict_last"] * cfg.bload + ["gs"] * (cfg.gs > 0) + ["ki"] * cfg.ki
     parts += ["full" if full else "tail", "plain" if plain else "permuted"] + ["probe"] * probe
     name = "_".join(parts)
     body = f"gemv_body<{', '.join(map(str, template))}>({_CUDA_ARGS}, bx);"
@@ -1817,15 +1823,18 @@ def cuda_supported(device) -> tuple:
 # Config families, without a decode (the GPU's default): the winners of the H100 and H200
 # sweeps, the first that fits being the default for shapes no table names. The first four are
 # bsh tiles, chosen under SM pressure (an H100 restricted to a B200's bytes per SM), the fourth
-# splitting K; the fifth and sixth one-row bsh tiles with more warps per SM, the best at an H200's
-# bytes per SM (an H100 at 96 SMs) on 4096x7168x8 and 7168x2048x4 (benchmarks/NOTES.md, "The cuda
-# kernel at 96 SMs (an H200's bytes per SM)"); the rest won whole-GPU sweeps. Each family's record:
+# splitting K; the fifth is the fourth with its K parts' steps interleaved, the best tile at an
+# H200's bytes per SM (an H100 at 96 SMs) on 7168x16384x1 and 4096x7168x8 (benchmarks/NOTES.md,
+# "K parts interleaved"); the sixth and seventh one-row bsh tiles with more warps per SM, the best
+# at 96 SMs on 4096x7168x8 and 7168x2048x4 before that (benchmarks/NOTES.md, "The cuda kernel at
+# 96 SMs (an H200's bytes per SM)"); the rest won whole-GPU sweeps. Each family's record:
 # benchmarks/NOTES.md, "Tiles" (a row per family) and "K split".
 CUDA_FAMILIES = (
     CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=20, bsh=True),  # bsh, the best at 64 SMs
     CudaConfig(lpr=8, rpt=1, u=4, warps=2, v=1, pipe="ptxas", minb=16, bsh=True),  # bsh, two warps
     CudaConfig(lpr=4, rpt=2, u=8, warps=1, v=1, pipe="ptxas", minb=16, bsh=True),  # fewest sm_100a instructions
     CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=5, bsh=True, ks=4),  # K in 4 parts, 64 SMs
+    CudaConfig(lpr=8, rpt=2, u=4, warps=1, v=1, pipe="ptxas", minb=5, bsh=True, ks=4, ki=True),  # interleaved: 96 SMs
     CudaConfig(lpr=8, rpt=1, u=4, warps=4, v=1, pipe="ptxas", minb=8, bsh=True),  # one row, 4 warps: 96 SMs
     CudaConfig(lpr=8, rpt=1, u=4, warps=1, v=1, pipe="ptxas", minb=32, bsh=True),  # one row, 1 warp: 96 SMs
     CudaConfig(lpr=32, rpt=2, u=1, warps=1, v=1, pipe="ptxas", minb=1),  # H100 4096x7168x8, 7168x2048x4
@@ -1932,16 +1941,16 @@ CUDA_LEADERS = {
 }
 
 
-_PRESSURE_FAMILIES = 6  # the first families, the bsh tiles that won under SM pressure, timed first
-_TUNE_CANDIDATES = 8  # configs the tuner times per shape (before the compute capability 10.x extras): the
-# six SM-pressure tiles and two of the GPU tables' (benchmarks/NOTES.md, "The cuda kernel at 96 SMs (an
-# H200's bytes per SM)"); about 0.19 s of NVRTC each (benchmarks/NOTES.md, "Build")
+_PRESSURE_FAMILIES = 7  # the first families, the bsh tiles that won under SM pressure, timed first
+_TUNE_CANDIDATES = 9  # configs the tuner times per shape (before the compute capability 10.x extras): the
+# seven SM-pressure tiles and two of the GPU tables' (benchmarks/NOTES.md, "The cuda kernel at 96 SMs (an
+# H200's bytes per SM)" and "K parts interleaved"); about 0.19 s of NVRTC each (benchmarks/NOTES.md, "Build")
 
 
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
     what won on any GPU model for this shape (table entries, then retired ones), the families;
-    eight that fit, and on compute capability 10.x an integer decode too on the top three (which
+    _TUNE_CANDIDATES that fit, and on compute capability 10.x an integer decode too on the top three (which
     decode wins there is unmeasured), the 32-byte loads on those of the six with two chunks per
     lane, and the public leaders' geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)

@@ -433,10 +433,10 @@ __device__ __forceinline__ i64 scale_col(int ch) {
 // lane and step, V of them adjacent, WARPS warps of rows per block; LOAD, PIPE, DECODE (the enums
 // above); FULL: every step whole (no bounds checks); PLAIN: the plain scales (else the permuted
 // ones); PROBE: the loads-only timing probe (wrong results); BSH: b prepared once per warp and
-// step through shared memory; KS, KB: K split over KS warps of a block and KB blocks; BLOAD: b's
-// loads with the evict-last priority. bx: the block's row group.
+// step through shared memory; KS, KB: K split over KS warps of a block and KB blocks (KINT: the
+// parts' steps interleaved); BLOAD: b's loads with the evict-last priority. bx: the block's row group.
 template <int LPR, int RPT, int U, int V, int WARPS, int LOAD, int PIPE, bool FULL, bool PLAIN, int DECODE,
-          bool PROBE, bool BSH, int KS, int KB, bool BLOAD>
+          bool PROBE, bool BSH, int KS, int KB, bool BLOAD, bool KINT>
 __device__ __forceinline__ void gemv_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -469,8 +469,11 @@ __device__ __forceinline__ void gemv_body(
   const int nsteps = (chunks + STEP - 1) / STEP;
   constexpr int NP = KS * KB;
   const int pi = (KB > 1 ? (int)blockIdx.z * KS : 0) + kp;
-  const int cbeg = NP == 1 ? 0 : (pi * nsteps / NP) * STEP;
-  const int cend = NP == 1 ? chunks : min(((pi + 1) * nsteps / NP) * STEP, chunks);
+  // part pi's steps: a contiguous range, or (KINT) steps pi, pi + NP, pi + 2 NP, ...: the parts of
+  // a row group then read its K front side by side, whole stretches of a row at a time
+  const int cbeg = NP == 1 ? 0 : KINT ? pi * STEP : (pi * nsteps / NP) * STEP;
+  const int cend = NP == 1 || KINT ? chunks : min(((pi + 1) * nsteps / NP) * STEP, chunks);
+  constexpr int CSTRIDE = KINT ? NP * STEP : STEP;  // chunks from one of the part's steps to the next
   // per row: a pointer at the lane's first chunk and its scale pointer; each step moves both
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
@@ -510,8 +513,8 @@ __device__ __forceinline__ void gemv_body(
           sa[i][u] = 0u;
         }
       }
-      ap[i] += 16 * STEP;
-      if (PLAIN) sp[i] += 2 * STEP;
+      ap[i] += 16 * CSTRIDE;
+      if (PLAIN) sp[i] += 2 * CSTRIDE;
     }
   };
   // b chunk ch and its scale pair as loaded (zeros past the end), and prepared
@@ -578,7 +581,7 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  for (int c0 = cbeg; c0 < cend; c0 += STEP) {
+  for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
     load(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
@@ -669,7 +672,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_example(
     i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs, i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero,
     float* __restrict__ part, u32* __restrict__ cnt, int groups) {
   const int bx = blockIdx.x;
-  gemv_body<8, 2, 4, 1, 1, LD_L1_EVICT_FIRST, PIPE_PTXAS, true, true, DEC_DP4A_SR2, false, true, 8, 1, false>(
+  gemv_body<8, 2, 4, 1, 1, LD_L1_EVICT_FIRST, PIPE_PTXAS, true, true, DEC_DP4A_SR2, false, true, 8, 1, false, false>(
       a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, sfa_bs, sfb_bs, c_rs, c_bs, zero, part, cnt, bx);
 }
 #endif

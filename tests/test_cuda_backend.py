@@ -386,6 +386,8 @@ def test_kernel_names_spell_their_config_and_tell_every_variant_apart():
                                 ks=8)
     assert submission.cuda_kernel(cfg, True, True)[0] == \
         "nvfp4_gemv_lpr8_rpt2_u4_w1_dp4a_sr2_v1_l1_evict_first_ptxas_minb2_bsh_ks8_full_plain"
+    assert submission.cuda_kernel(cfg._replace(ki=True), True, True)[0] == \
+        "nvfp4_gemv_lpr8_rpt2_u4_w1_dp4a_sr2_v1_l1_evict_first_ptxas_minb2_bsh_ks8_ki_full_plain"
     cfg = cfg._replace(bsh=False, ks=1, kb=4, bload=True, gs=0, load=0, pipe="ab_first", minb=0)
     assert submission.cuda_kernel(cfg, False, False, probe=True)[0] == \
         "nvfp4_gemv_lpr8_rpt2_u4_w1_dp4a_sr2_v1_nc_no_allocate_ab_first_kb4_b_evict_last_tail_permuted_probe"
@@ -606,16 +608,17 @@ _KS_TILES = [
 
 
 @requires_cuda
+@pytest.mark.parametrize("ki", (False, True), ids=("contiguous", "interleaved"))
 @pytest.mark.parametrize("ks", (2, 3, 4))
 @pytest.mark.parametrize("m, k, l", [(7168, 2048, 4), (256, 1088, 5), (128, 16384, 1)])
-def test_gpu_split_k_tiles(m, k, l, ks):
-    """Tiles with K split in KS parts across a block's warps, on full-range data: right (1088 = 34
-    chunks: two steps, the last partial, so KS 3 and 4 leave parts idle) and bit-identical on
-    repeat."""
+def test_gpu_split_k_tiles(m, k, l, ks, ki):
+    """Tiles with K split in KS parts across a block's warps, each part a contiguous range of steps
+    or (ki) every KS-th step, on full-range data: right (1088 = 34 chunks: two steps, the last
+    partial, so KS 3 and 4 leave parts idle) and bit-identical on repeat."""
     data = _gen(m, k, l, 13, "full-range")
     expected = _expected(data)
     for tile in _KS_TILES:
-        cfg = tile._replace(ks=ks)
+        cfg = tile._replace(ks=ks, ki=ki)
         if not tile.fits(m, k):  # the tile's shape rules, any number of parts
             continue
         out = _run(data, cfg).clone()
@@ -625,18 +628,20 @@ def test_gpu_split_k_tiles(m, k, l, ks):
 
 
 @requires_cuda
+@pytest.mark.parametrize("ki", (False, True), ids=("contiguous", "interleaved"))
 @pytest.mark.parametrize("kb", (2, 3, 8))
 @pytest.mark.parametrize("m, k, l", [(128, 16384, 1), (256, 1088, 5), (384, 7168, 2)])
-def test_gpu_split_k_over_blocks(m, k, l, kb):
+def test_gpu_split_k_over_blocks(m, k, l, kb, ki):
     """K split over kb blocks per row group (partial sums reduced by the last block to arrive):
     right on full-range data, bit-identical on repeat, and the arrival counters left at zero for
-    the next launch (1088 = 34 chunks: kb 3 and 8 leave parts short or idle); with ks too."""
+    the next launch (1088 = 34 chunks: kb 3 and 8 leave parts short or idle); with ks too, and
+    with the parts' steps interleaved (ki)."""
     data = _gen(m, k, l, 17, "full-range")
     expected = _expected(data)
     for tile in (submission.CudaConfig(lpr=32, rpt=1, u=1, warps=1, decode="dp4a-sr", v=1),
                  submission.CudaConfig(lpr=8, rpt=2, u=2, warps=2, decode="dp4a-sr", v=1, pipe=0, minb=1),
                  submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2", v=1, pipe=0, bsh=1, ks=2)):
-        cfg = tile._replace(kb=kb)
+        cfg = tile._replace(kb=kb, ki=ki)
         if not cfg.fits(m, k):
             continue
         outs = []
