@@ -294,32 +294,32 @@ _TABLES_JSON = r"""
       "NVIDIA H100 80GB HBM3": [
         {
           "shape": [7168, 16384, 1],
-          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=3,bsh=True,ks=8",
-          "kernel": "1f1f601d0d8b",
-          "kit": "67ff91f",
+          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=3,bsh=True,ks=8,ki=True",
+          "kernel": "385b667cc3d1",
+          "kit": "2fa0648",
           "date": "2026-11-26",
-          "server_us": 30.14,
-          "clean_us": 27.23,
+          "server_us": 29.82,
+          "clean_us": 26.99,
           "sweep": "bench_kernel.py --sweep"
         },
         {
           "shape": [4096, 7168, 8],
-          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=4,bsh=True,ks=7",
-          "kernel": "1f1f601d0d8b",
-          "kit": "67ff91f",
+          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=4,bsh=True,ks=7,ki=True",
+          "kernel": "385b667cc3d1",
+          "kit": "2fa0648",
           "date": "2026-11-26",
-          "server_us": 50.78,
-          "clean_us": 47.63,
+          "server_us": 50.27,
+          "clean_us": 46.61,
           "sweep": "bench_kernel.py --sweep"
         },
         {
           "shape": [7168, 2048, 4],
-          "config": "lpr=8,rpt=1,u=4,warps=4,decode=dp4a-sr2,v=1,pipe=ptxas,minb=8,bsh=True",
-          "kernel": "1f1f601d0d8b",
-          "kit": "67ff91f",
+          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=32,bsh=True",
+          "kernel": "385b667cc3d1",
+          "kit": "2fa0648",
           "date": "2026-11-26",
           "server_us": 17.57,
-          "clean_us": 15.76,
+          "clean_us": 15.65,
           "sweep": "bench_kernel.py --sweep"
         }
       ]
