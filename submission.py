@@ -390,6 +390,36 @@ _SAME_SASS_JSON = r"""
   ],
   "proofs": [
     {
+      "backend": "cuda",
+      "old": "1f1f601d0d8b",
+      "new": "385b667cc3d1",
+      "old_kit": "e1ae8e1",
+      "new_kit": "2fa0648",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "python3 benchmarks/sass_dump.py on both files (the new one before its ki tuner family was added, the",
+        "same kernel revision): every cuda variant of the tables, the tuner's candidate lists for cc 9.0 and",
+        "10.0, the default family and the official test shapes (228 variants, each with ki false: the K parts",
+        "contiguous, as before), each for sm_90a and sm_100a: 456 files, no difference (the kernel names written",
+        "as KERNEL)"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "1f1f601d0d8b",
+      "new": "385b667cc3d1",
+      "old_kit": "e1ae8e1",
+      "new_kit": "2fa0648",
+      "date": "2026-11-26",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "python3 benchmarks/sass_dump.py on both files: every Triton launch variant (84), each for cc 90 and",
+        "cc 100: 168 files, no difference (the Triton kernels' source is unchanged; the revision moved with the",
+        "cuda kernel's)"
+      ]
+    },
+    {
       "backend": "triton",
       "old": "3c2611b17aeb",
       "new": "1f1f601d0d8b",

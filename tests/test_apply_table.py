@@ -241,7 +241,7 @@ def test_h100_sweep_of_todays_winners_makes_them_entries_of_this_kernel(tmp_path
     assert not any(H100 in models for models in tables.get("retired", {}).values())
     for backend, *shape in swept:
         (entry,) = [e for e in tables["tables"][backend][H100] if e["shape"] == shape]
-        assert entry["kernel"] == submission.kernel_revision() and entry["kit"] == "67ff91f"
+        assert entry["kernel"] == submission.kernel_revision() and entry["kit"] == "2fa0648"
         assert entry["date"] == "2026-11-26" and entry["sweep"] == "bench_kernel.py --sweep"
     assert bundle.check(sub) == "" and harness.static_problems(sub) == []
     mod = apply_table.submission_module(sub.read_text())
@@ -305,10 +305,10 @@ def test_a_better_config_replaces_the_entry_and_its_record(tmp_path, sub, capsys
     it), and the report names the former entry's times in this run."""
     results = fixture("h100")
     assert apply(tmp_path, results, sub) == 0
-    entry, better = Cuda.of((8, 1, 4, 1, 3, 1, 2, 0, 4, 1, 7)), Cuda.of((8, 2, 4, 1, 3, 1, 2, 0, 5, 1, 4))
+    entry, better = Cuda.of((8, 1, 4, 1, 3, 1, 2, 0, 4, 1, 7, 1, 0, 0, 1)), Cuda.of((8, 2, 4, 1, 3, 1, 2, 0, 5, 1, 4))
     for r in results["sweeps"]["4096x7168x8 cuda"]:
         if Cuda.of(r["cfg"]).with_decode((9, 0)) == better:
-            r.update(us=47.90, server_us=50.00)
+            r.update(us=46.00, server_us=49.00)
     before = tables_of(sub)
     capsys.readouterr()
     assert apply(tmp_path, results, sub) == 0
@@ -318,8 +318,8 @@ def test_a_better_config_replaces_the_entry_and_its_record(tmp_path, sub, capsys
                for m, es in models.items() for i in range(len(es))]
     changed = [k for k in entries if before[k[0]][k[1]][k[2]][k[3]] != after[k[0]][k[1]][k[2]][k[3]]]
     assert changed == [("tables", "cuda", H100, 1)]  # 4096x7168x8 alone, written after 7168x16384x1
-    assert after["tables"]["cuda"][H100][1] == {**before["tables"]["cuda"][H100][1], "server_us": 50.0,
-                                                "clean_us": 47.9, "config": apply_table.config_text(better)}
+    assert after["tables"]["cuda"][H100][1] == {**before["tables"]["cuda"][H100][1], "server_us": 49.0,
+                                                "clean_us": 46.0, "config": apply_table.config_text(better)}
     former = next(r for r in results["sweeps"]["4096x7168x8 cuda"] if Cuda.of(r["cfg"]).with_decode((9, 0)) == entry)
     times = f"{former['server_us']:.2f} / {former['us']:.2f}"
     out = capsys.readouterr().out
