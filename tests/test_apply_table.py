@@ -186,7 +186,8 @@ def test_kit_revision_told_by_the_environment(tmp_path, monkeypatch):
 
 
 def test_kit_revision(tmp_path, monkeypatch):
-    monkeypatch.delenv(apply_table.ENV_KIT_REVISION, raising=False)  # set on the GPU machines (their git is not the kit's)
+    # set on the GPU machines, whose git is not the kit's
+    monkeypatch.delenv(apply_table.ENV_KIT_REVISION, raising=False)
     assert apply_table.kit_revision(tmp_path) == "unknown"  # not a git checkout
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "a.txt").write_text("1\n")

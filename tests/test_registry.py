@@ -162,7 +162,8 @@ def test_a_new_cuda_tuning_parameter_takes_the_config_type_and_the_kernel_templa
     py_edits = [  # (what, old, new): the whole edit of submission.py
         ("the config type", "    ks: int = 1  # K split",
          "    toy: int = 0  # a new tuning parameter\n    ks: int = 1  # K split"),
-        ("the instantiation's arguments", "t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload], t[not cfg.ki]]",
+        ("the instantiation's arguments",
+         "t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload], t[not cfg.ki]]",
          "t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload], t[not cfg.ki], cfg.toy]"),
         ("the instantiation's name", '+ ["gs"] * (cfg.gs > 0)',
          '+ ["gs"] * (cfg.gs > 0) + [f"toy{cfg.toy}"] * (cfg.toy != 0)'),
