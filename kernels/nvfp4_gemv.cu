@@ -603,9 +603,9 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  if (PF > 0) __nanosleep(((warp + blockIdx.x) & 3) * PF * 150);  // experiment: warps out of phase
   for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
     load(c0);
+    if (PF > 0 && c0 + PF * CSTRIDE + (FULL ? 1 : STEP) <= cend) prefetch(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
