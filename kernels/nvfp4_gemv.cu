@@ -47,10 +47,7 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
-  PIPE_PF1 = 3,       // as PIPE_PTXAS, and the lines of a and its scales of the part's next step
-                      // prefetched into L1 (prefetch.global.L1) once this step's loads are issued
-  PIPE_PF2 = 4        // the same two steps ahead
+  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
 };
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
@@ -477,7 +474,6 @@ __device__ __forceinline__ void gemv_body(
   const int cbeg = NP == 1 ? 0 : KINT ? pi * STEP : (pi * nsteps / NP) * STEP;
   const int cend = NP == 1 || KINT ? chunks : min(((pi + 1) * nsteps / NP) * STEP, chunks);
   constexpr int CSTRIDE = KINT ? NP * STEP : STEP;  // chunks from one of the part's steps to the next
-  constexpr int PF = PIPE == PIPE_PF1 ? 1 : PIPE == PIPE_PF2 ? 2 : 0;  // steps prefetched ahead
   // per row: a pointer at the lane's first chunk and its scale pointer; each step moves both
   const unsigned char* ap[RPT];
   const unsigned char* sp[RPT];
@@ -519,24 +515,6 @@ __device__ __forceinline__ void gemv_body(
       }
       ap[i] += 16 * CSTRIDE;
       if (PLAIN) sp[i] += 2 * CSTRIDE;
-    }
-  };
-  // PF > 0: the lines of a and its scales that the part's step PF steps after c0 will load, into
-  // L1 (a hint: no register, nothing to wait for), issued after load(c0) has moved the pointers
-  // one step on; only whole steps (the caller checks).
-  auto prefetch = [&](int c0) {
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const unsigned char* q = ap[i] + 16 * ((PF - 1) * (i64)CSTRIDE + off(u));
-        if (u % V == 0) asm volatile("prefetch.global.L1 [%0];" : : "l"(q));
-        if (u == 0 || u == U - 1) {
-          const unsigned char* sq = PLAIN ? sp[i] + 2 * ((PF - 1) * (i64)CSTRIDE + off(u))
-                                          : sp[i] + scale_col<false>(c0 + PF * CSTRIDE + t * V + off(u));
-          asm volatile("prefetch.global.L1 [%0];" : : "l"(sq));
-        }
-      }
     }
   };
   // b chunk ch and its scale pair as loaded (zeros past the end), and prepared
@@ -605,7 +583,6 @@ __device__ __forceinline__ void gemv_body(
 
   for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
     load(c0);
-    if (PF > 0 && c0 + PF * CSTRIDE + (FULL ? 1 : STEP) <= cend) prefetch(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
