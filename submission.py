@@ -596,7 +596,7 @@ CUDA_LOADS = ("nc_no_allocate", "plain", "l1_evict_first", "cs", "no_allocate_l2
               "no_allocate_l2_evict_first_256")
 # The order of a step's loads and arithmetic (enum Pipe): as ptxas schedules it; every load of a
 # before the arithmetic; b's loads too, beside a's.
-CUDA_PIPES = ("ptxas", "a_first", "ab_first", "ws")
+CUDA_PIPES = ("ptxas", "a_first", "ab_first")
 _CUDA_BOOLS = ("bsh", "bload", "ki")  # the fields that are bools (0 / 1 and "true" / "false" taken too)
 
 
@@ -744,7 +744,7 @@ _CUDA_RULES = (
     (lambda c: c.u % c.v, "v must divide u"),
     (lambda c: c.load not in CUDA_LOADS, f"load must be one of {', '.join(CUDA_LOADS)} (or its number 0-6)"),
     (lambda c: c.load == CUDA_LOADS[6] and c.v != 2, f"load {CUDA_LOADS[6]} needs v 2 (two chunks per 32-byte load)"),
-    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-3)"),
+    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-2)"),
     (lambda c: not _int_in(c.minb, 0), "minb must be an integer >= 0"),
     (lambda c: not isinstance(c.bsh, bool), "bsh must be a bool (or 0 / 1)"),
     (lambda c: c.bsh and c.lpr * c.u != 32, "bsh needs lpr * u = 32 (a step of 32 chunks, one per lane to prepare)"),
@@ -818,27 +818,8 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
-  PIPE_WS = 3         // warp-specialised: each warp of rows has a loader warp beside it that loads
-                      // its steps into a two-stage shared-memory ring (mbarriers), so that the
-                      // loads of the next step are in flight while the warp computes
+  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
 };
-
-// mbarriers in shared memory (the loader / consumer handover of PIPE_WS): 32 arrivals a phase.
-__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" : : "r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {
-  u32 done;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-  } while (!done);
-}
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
 
@@ -1252,12 +1233,7 @@ __device__ __forceinline__ void gemv_body(
   // KS > 1: the block's WARPS * KS warps split K in KS parts of whole steps; warp w takes rows
   // (w % WARPS) and part kp = w / WARPS, and the parts' row sums add in a fixed order at the end.
   // KB > 1: K is split in KB * KS parts over the KB blocks blockIdx.z of a row group (see the end).
-  // PIPE_WS: warps WARPS * KS and up are loaders, loader w + WARPS * KS serving warp w
-  constexpr bool WSP = PIPE == PIPE_WS;
-  constexpr int NWC = WARPS * KS;       // warps that compute
-  constexpr int STAGES = 2;
-  const int lane = threadIdx.x & 31, t = lane % LPR, warp = (threadIdx.x >> 5) % NWC;
-  const bool loader = WSP && (int)(threadIdx.x >> 5) >= NWC;
+  const int lane = threadIdx.x & 31, t = lane % LPR, warp = threadIdx.x >> 5;
   const int rw = warp % WARPS, kp = warp / WARPS;
   const int row0 = bx * BROWS + rw * RS * RPT + lane / LPR;  // bx: the block's row group
   const i64 bi = blockIdx.y;
@@ -1376,48 +1352,6 @@ __device__ __forceinline__ void gemv_body(
     }
   };
 
-  if (WSP) {
-    __shared__ uint4 ring[WSP ? NWC : 1][WSP ? STAGES : 1][WSP ? RPT * U : 1][32];
-    __shared__ u16 ring_s[WSP ? NWC : 1][WSP ? STAGES : 1][WSP ? RPT * U : 1][32];
-    __shared__ unsigned long long full[WSP ? NWC : 1][STAGES], empty[WSP ? NWC : 1][STAGES];
-    if (loader && lane == 0) {
-#pragma unroll
-      for (int st = 0; st < STAGES; ++st) {
-        mbar_init(&full[WSP ? warp : 0][st], 32);
-        mbar_init(&empty[WSP ? warp : 0][st], 32);
-      }
-    }
-    __syncthreads();
-    int n = 0;
-    for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE, ++n) {
-      const int st = n % STAGES;
-      const u32 ph = (n / STAGES) & 1;
-      if (loader) {
-        if (n >= STAGES) mbar_wait(&empty[WSP ? warp : 0][st], ph ^ 1);
-        load(c0);
-#pragma unroll
-        for (int i = 0; i < RPT; ++i)
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            ring[WSP ? warp : 0][st][WSP ? i * U + u : 0][lane] = make_uint4(av[i][u].w[0], av[i][u].w[1], av[i][u].w[2], av[i][u].w[3]);
-            ring_s[WSP ? warp : 0][st][WSP ? i * U + u : 0][lane] = (u16)sa[i][u];
-          }
-        mbar_arrive(&full[WSP ? warp : 0][st]);
-      } else {
-        mbar_wait(&full[WSP ? warp : 0][st], ph);
-#pragma unroll
-        for (int i = 0; i < RPT; ++i)
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const uint4 q = ring[WSP ? warp : 0][st][WSP ? i * U + u : 0][lane];
-            av[i][u] = Q{{q.x, q.y, q.z, q.w}};
-            sa[i][u] = ring_s[WSP ? warp : 0][st][WSP ? i * U + u : 0][lane];
-          }
-        compute(c0, bp);
-        mbar_arrive(&empty[WSP ? warp : 0][st]);
-      }
-    }
-  } else
   for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
     load(c0);
     if (PIPE == PIPE_AB_FIRST) {
@@ -1447,11 +1381,11 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
     for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     acc[i] = v;
-    if (KS > 1 && t == 0 && !loader) sh_r[KS > 1 ? kp : 0][rw * RS * RPT + lane / LPR + RS * i] = v;
+    if (KS > 1 && t == 0) sh_r[KS > 1 ? kp : 0][rw * RS * RPT + lane / LPR + RS * i] = v;
   }
   if (KS > 1) {
     __syncthreads();
-    if (KB == 1 && (kp != 0 || loader)) return;
+    if (KB == 1 && kp != 0) return;
     if (kp == 0) {
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
@@ -1491,7 +1425,7 @@ __device__ __forceinline__ void gemv_body(
   }
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
-    if (t == 0 && !loader) {
+    if (t == 0) {
       u16 h;
       asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(acc[i] * D::scale));
       c[bi * c_bs + (i64)(row0 + RS * i) * c_rs] = h;
@@ -1575,7 +1509,7 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
         body = f"for (int bx = blockIdx.x; bx < groups; bx += gridDim.x) {body}"
     else:
         body = f"const int bx = blockIdx.x; {body}"
-    threads = 32 * cfg.warps * cfg.ks * (2 if cfg.pipe == "ws" else 1)
+    threads = 32 * cfg.warps * cfg.ks
     bounds = f"{threads}, {cfg.minb}" if cfg.minb else f"{threads}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, CUDA_SRC + wrapper
@@ -1874,7 +1808,7 @@ def cuda_grid(cfg: CudaConfig, m: int, l: int, device) -> tuple:
     groups = m // cfg.rows
     if cfg.gs and device is not None and torch.device(device).type == "cuda":
         groups = min(groups, cfg.gs * torch.cuda.get_device_properties(device).multi_processor_count)
-    return (groups, l, cfg.kb), 32 * cfg.warps * cfg.ks * (2 if cfg.pipe == "ws" else 1)
+    return (groups, l, cfg.kb), 32 * cfg.warps * cfg.ks
 
 
 def _cuda_run(data, m: int, k: int, l: int, cfg=None, probe: bool = False) -> torch.Tensor:
