@@ -153,7 +153,7 @@ FILE_WEIGHTS = {
     "test_compare.py": 45, "test_cute.py": 30, "test_quant.py": 30, "test_reference.py": 30, "test_verify.py": 30,
     "test_apply_table.py": 30, "test_roofline.py": 30, "test_registry.py": 30, "test_read_policies.py": 20,
     "test_floor.py": 20, "test_sass_count.py": 15, "test_isolation.py": 10, "test_parts.py": 30, "test_contract.py": 30,
-    "test_projection.py": 15, "test_result_paths.py": 10,
+    "test_projection.py": 15, "test_result_paths.py": 10, "test_bench_configs.py": 20,
 }
 DEFAULT_FILE_WEIGHT = 30
 
