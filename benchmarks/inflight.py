@@ -289,6 +289,18 @@ def occupancy(registers: int, threads: int, shared: int) -> dict:
     return {"blocks": limits[limit], "warps": limits[limit] * warps_per_block, "limit": limit}
 
 
+def last_wave(grid: int, slots: int) -> float:
+    """The share of the block slots (resident blocks per SM x SMs) that the grid's last wave fills:
+    1.0 when the blocks fill whole waves. At an H200's bytes per SM (an H100 at 96 SMs) the same
+    tile ran 7% slower with 1.5 waves (last wave 0.5) than with 1.87 (0.87) on the same K
+    (benchmarks/NOTES.md, "Waves at 96 SMs"): a tile is latency-bound there, so a part-filled last
+    wave takes about a whole wave's time. Not in the ranking (the tuner measures it); shown beside."""
+    if slots <= 0:
+        return 0.0
+    rest = grid % slots
+    return 1.0 if rest == 0 else rest / slots
+
+
 def row(shape: tuple, cfg, gpu: Gpu, counts: dict, role: str = "") -> dict:
     """The table's row of one config on one shape and GPU, from its ``measure`` counts."""
     m, k, l = shape
@@ -303,6 +315,7 @@ def row(shape: tuple, cfg, gpu: Gpu, counts: dict, role: str = "") -> dict:
     return {"shape": f"{m}x{k}x{l}", "config": dict(cfg._asdict()), "role": role, "threads": threads, **counts,
             "occupancy": occ, "grid_blocks": grid, "grid_per_sm": grid_per_sm, "resident_warps": warps,
             "waves": grid / (occ["blocks"] * gpu.sms) if occ["blocks"] else math.inf,
+            "last_wave": last_wave(grid, occ["blocks"] * gpu.sms),
             "in_flight_per_sm": in_flight, "need_per_sm": gpu.need_per_sm, "ratio": in_flight / gpu.need_per_sm}
 
 
@@ -369,15 +382,16 @@ def markdown(rows: list, gpus: dict, revision: str, date: str, command: str = "p
             "Per lane: the loads of a the K loop issues before the first instruction that reads one (in flight) "
             "of those of the step. Resident: blocks per SM by the occupancy rules (and what bounds them); "
             "warps per SM the fewer of that and the grid's blocks per SM. SASS: the K loop per 16 B of a and "
-            "lane (sm_100a; the kit's bound is 60).", "",
+            "lane (sm_100a; the kit's bound is 60). Waves: the grid's blocks over the block slots (blocks per SM "
+            "x 148), and the share of the slots its last wave fills (benchmarks/inflight.py, last_wave).", "",
             "| rank | shape | config | role | registers | threads per block | blocks per SM (limit) | grid blocks "
-            "per SM | warps per SM | loads of a per lane: in flight / step (bytes each) | first use | KB in "
-            "flight per SM | / B200 need | SASS per 16 B |", "|---" * 14 + "|"]
+            "per SM | waves (last wave full) | warps per SM | loads of a per lane: in flight / step (bytes each) | "
+            "first use | KB in flight per SM | / B200 need | SASS per 16 B |", "|---" * 15 + "|"]
     for r in rows:
         occ = r["occupancy"]
         out.append(f"| {r['rank']} | {r['shape']} | {_cfg_text(r['config'])} | {r['role']} | {r['registers']} | "
                    f"{r['threads']} | {occ['blocks']} ({occ['limit']}) | {r['grid_per_sm']:.1f} | "
-                   f"{r['resident_warps']:.1f} | {r['burst']} / {r['loads']} ({r['bytes']}) | {r['first_use']} | "
+                   f"{r['waves']:.2f} ({r['last_wave']:.2f}) | {r['resident_warps']:.1f} | {r['burst']} / {r['loads']} ({r['bytes']}) | {r['first_use']} | "
                    f"{r['in_flight_per_sm'] / 1024:.1f} | {r['ratio']:.2f} | {r['per_chunk']:.1f} |")
     out += ["", "SASS of the K loop per 16 B of a and lane (sm_100a), by family: " + sass_summary(rows) + "."]
     h200 = gpus["H200"]

@@ -93,6 +93,15 @@ def test_a_row_is_loads_in_flight_times_lanes_resident_over_the_need():
     small = inflight.row((7168, 16384, 1), cfg, gpu, COUNTS)  # 896 blocks: 6.05 per SM, fewer than 20 fit
     assert small["grid_per_sm"] == pytest.approx(896 / 148) and small["resident_warps"] == pytest.approx(896 / 148)
     assert small["in_flight_per_sm"] == pytest.approx(8 * 16 * 32 * 896 / 148)
+    assert small["waves"] == pytest.approx(896 / (20 * 148)) and small["last_wave"] == pytest.approx(896 / 2960)
+    assert big["waves"] == pytest.approx(4096 / 2960) and big["last_wave"] == pytest.approx((4096 - 2960) / 2960)
+
+
+@pytest.mark.parametrize("grid, slots, fill", [(896, 480, 416 / 480), (960, 480, 1.0), (480, 480, 1.0),
+                                               (100, 480, 100 / 480), (896, 0, 0.0)],
+                         ids=["1.87-waves", "two-whole", "one-whole", "under-one", "no-slots"])
+def test_the_last_wave_is_the_share_of_slots_the_grid_leaves_for_it(grid, slots, fill):
+    assert inflight.last_wave(grid, slots) == pytest.approx(fill)
 
 
 def test_the_defaults_cite_their_sources_and_a_latency_record_replaces_one():
