@@ -293,8 +293,8 @@ def last_wave(grid: int, slots: int) -> float:
     """The share of the block slots (resident blocks per SM x SMs) that the grid's last wave fills:
     1.0 when the blocks fill whole waves. At an H200's bytes per SM (an H100 at 96 SMs) the same
     tile ran 7% slower with 1.5 waves (last wave 0.5) than with 1.87 (0.87) on the same K
-    (benchmarks/NOTES.md, "Waves at 96 SMs"): a tile is latency-bound there, so a part-filled last
-    wave takes about a whole wave's time. Not in the ranking (the tuner measures it); shown beside."""
+    (benchmarks/NOTES.md, "Waves at 96 SMs"; a reading, not a model: 2.0 waves ran below 1.87).
+    Not in the ranking (the tuner measures it); shown beside."""
     if slots <= 0:
         return 0.0
     rest = grid % slots
@@ -308,14 +308,14 @@ def row(shape: tuple, cfg, gpu: Gpu, counts: dict, role: str = "") -> dict:
     threads = 32 * cfg.warps * cfg.ks
     occ = occupancy(counts["registers"], threads, counts["shared"])
     grid = m // cfg.rows * l * cfg.kb
+    slots = occ["blocks"] * gpu.sms
     grid_per_sm = grid / gpu.sms
     blocks = min(occ["blocks"], grid_per_sm)
     warps = blocks * cfg.warps * cfg.ks
     in_flight = counts["burst"] * counts["bytes"] * 32 * warps
     return {"shape": f"{m}x{k}x{l}", "config": dict(cfg._asdict()), "role": role, "threads": threads, **counts,
             "occupancy": occ, "grid_blocks": grid, "grid_per_sm": grid_per_sm, "resident_warps": warps,
-            "waves": grid / (occ["blocks"] * gpu.sms) if occ["blocks"] else math.inf,
-            "last_wave": last_wave(grid, occ["blocks"] * gpu.sms),
+            "waves": grid / slots if slots else math.inf, "last_wave": last_wave(grid, slots),
             "in_flight_per_sm": in_flight, "need_per_sm": gpu.need_per_sm, "ratio": in_flight / gpu.need_per_sm}
 
 
@@ -391,7 +391,8 @@ def markdown(rows: list, gpus: dict, revision: str, date: str, command: str = "p
         occ = r["occupancy"]
         out.append(f"| {r['rank']} | {r['shape']} | {_cfg_text(r['config'])} | {r['role']} | {r['registers']} | "
                    f"{r['threads']} | {occ['blocks']} ({occ['limit']}) | {r['grid_per_sm']:.1f} | "
-                   f"{r['waves']:.2f} ({r['last_wave']:.2f}) | {r['resident_warps']:.1f} | {r['burst']} / {r['loads']} ({r['bytes']}) | {r['first_use']} | "
+                   f"{r['waves']:.2f} ({r['last_wave']:.2f}) | {r['resident_warps']:.1f} | "
+                   f"{r['burst']} / {r['loads']} ({r['bytes']}) | {r['first_use']} | "
                    f"{r['in_flight_per_sm'] / 1024:.1f} | {r['ratio']:.2f} | {r['per_chunk']:.1f} |")
     out += ["", "SASS of the K loop per 16 B of a and lane (sm_100a), by family: " + sass_summary(rows) + "."]
     h200 = gpus["H200"]
