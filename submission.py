@@ -595,8 +595,9 @@ _CUDA_DECODES = ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2")
 CUDA_LOADS = ("nc_no_allocate", "plain", "l1_evict_first", "cs", "no_allocate_l2_256b", "no_allocate_l2_evict_first",
               "no_allocate_l2_evict_first_256")
 # The order of a step's loads and arithmetic (enum Pipe): as ptxas schedules it; every load of a
-# before the arithmetic; b's loads too, beside a's.
-CUDA_PIPES = ("ptxas", "a_first", "ab_first")
+# before the arithmetic; b's loads too, beside a's; the next step's loads of a before this step's
+# arithmetic (two register buffers).
+CUDA_PIPES = ("ptxas", "a_first", "ab_first", "next")
 _CUDA_BOOLS = ("bsh", "bload", "ki")  # the fields that are bools (0 / 1 and "true" / "false" taken too)
 
 
@@ -616,6 +617,7 @@ class _CudaFields(NamedTuple):
     bload: bool = False  # b and its scales loaded with L1 and L2 evict-last priority (else ld.global.nc)
     gs: int = 0  # 0: a block per row group; > 0: a grid of gs blocks per SM walking the row groups (ks = kb = 1)
     ki: bool = False  # the K parts' steps interleaved (part p: steps p, p + ks * kb, ...), else contiguous ranges
+    ring: int = 0  # > 0: the persistent bulk-copy ring, this many stages per consumer warp (see CudaConfig)
 
 
 def _cuda_named(fields: tuple) -> tuple:
@@ -641,7 +643,17 @@ class CudaConfig(_CudaFields):
     32 / lpr * rpt rows; one step of the K loop has lpr * u 16-byte chunks of each row in flight.
     The fields are those of the named tuple above; a load or pipe given by its number (its place in
     CUDA_LOADS, CUDA_PIPES) and a bool given as 0 / 1 are kept by name, so configs of either form
-    compare equal."""
+    compare equal.
+
+    ring > 0 is the other kernel of kernels/nvfp4_gemv.cu, ``ring_body``: a persistent grid of
+    minb blocks per SM of the current context, each reading an even share of the units (rpt
+    consecutive rows of a batch) through a shared-memory ring that one producer warp fills with
+    bulk copies, ``ring`` stages per consumer warp; ``warps`` teams of ``ks`` consumer warps, a
+    team taking a unit at a time, its warps the unit's stages in turn (K parts interleaved) and
+    adding their parts in a fixed order; a stage is rpt rows of 32 * u chunks (whole rows where
+    rpt > 1), lane L reading chunks L, L + 32, ... of each. It reads the plain scales (16-byte
+    aligned) and needs compute capability >= 9.0; lpr 32, v 1, ptxas, and the register tile's
+    other fields (kb, bsh, bload, gs, ki, load) at their defaults."""
     __slots__ = ()
 
     def __new__(cls, *args, **kwargs):
@@ -662,8 +674,8 @@ class CudaConfig(_CudaFields):
 
     @property
     def rows(self) -> int:
-        """Rows per block."""
-        return self.warps * (32 // self.lpr) * self.rpt
+        """Rows per block (ring: rows per unit, the rpt rows a consumer warp takes at a time)."""
+        return self.rpt if self.ring else self.warps * (32 // self.lpr) * self.rpt
 
     def problem(self) -> str:
         """'' when the kernel can be built with this config (whatever the shape), else the rule it
@@ -682,6 +694,8 @@ class CudaConfig(_CudaFields):
         more lanes per row than the row has chunks is for longer rows); bsh steps span 32
         chunks; K splits in parts of whole steps (ks * kb of them), at most one part idle (the
         H100's 4096x7168x8 entry: 7 steps in 8 parts)."""
+        if self.ring:
+            return not self.shape_problem(m, k)
         steps = -(-(k // 32) // (self.lpr * self.u))
         return (self.rows <= 128 and m % self.rows == 0 and self.lpr * self.u <= k // 32 and self.u % self.v == 0
                 and (not self.bsh or self.lpr * self.u == 32) and self.ks * self.kb <= steps + 1)
@@ -690,6 +704,14 @@ class CudaConfig(_CudaFields):
         """'' when the kernel can run an m x k problem with this config (tails are masked), else why not."""
         if m % self.rows:
             return f"cuda config {self!r}: {self.rows} rows per block must divide M={m}"
+        if self.ring:
+            chunks, seg = k // 32, 32 * self.u
+            if self.rpt > 1 and chunks != seg:
+                return (f"cuda config {self!r}: a ring stage of rpt > 1 rows holds whole rows: 32 * u = {seg} "
+                        f"chunks must equal K/32 = {chunks}")
+            if chunks % seg or (chunks // seg) % self.ks:
+                return (f"cuda config {self!r}: a ring stage of 32 * u = {seg} chunks must divide K/32 = {chunks} "
+                        f"into a multiple of ks = {self.ks} stages")
         return ""
 
     def with_decode(self, capability: tuple) -> "CudaConfig":
@@ -744,7 +766,7 @@ _CUDA_RULES = (
     (lambda c: c.u % c.v, "v must divide u"),
     (lambda c: c.load not in CUDA_LOADS, f"load must be one of {', '.join(CUDA_LOADS)} (or its number 0-6)"),
     (lambda c: c.load == CUDA_LOADS[6] and c.v != 2, f"load {CUDA_LOADS[6]} needs v 2 (two chunks per 32-byte load)"),
-    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-2)"),
+    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-3)"),
     (lambda c: not _int_in(c.minb, 0), "minb must be an integer >= 0"),
     (lambda c: not isinstance(c.bsh, bool), "bsh must be a bool (or 0 / 1)"),
     (lambda c: c.bsh and c.lpr * c.u != 32, "bsh needs lpr * u = 32 (a step of 32 chunks, one per lane to prepare)"),
@@ -757,6 +779,15 @@ _CUDA_RULES = (
     (lambda c: c.gs and (c.ks > 1 or c.kb > 1), "gs > 0 needs ks = kb = 1"),
     (lambda c: not isinstance(c.ki, bool), "ki must be a bool (or 0 / 1)"),
     (lambda c: c.ki and c.ks * c.kb == 1, "ki (interleaved K parts) needs K split in parts: ks * kb > 1"),
+    (lambda c: not _int_in(c.ring, 0, 16), "ring must be an integer in 0..16 (stages per consumer warp; 0: no ring)"),
+    (lambda c: c.ring and (c.lpr != 32 or c.v != 1 or c.pipe != "ptxas" or c.bsh or c.kb != 1
+                           or c.bload or c.gs or c.ki or c.load != _CudaFields._field_defaults["load"]),
+     "ring > 0 takes lpr 32, v 1, pipe ptxas and kb, bsh, bload, gs, ki, load at their defaults"),
+    (lambda c: c.ring and not 1 <= c.minb <= 8, "ring > 0 needs minb in 1..8 (its blocks per SM)"),
+    (lambda c: c.ring and (c.warps * c.ks > 31 or (c.ks > 1 and c.warps > 14)),
+     "ring > 0 needs warps * ks <= 31 consumer warps (a producer warp beside them), and warps <= 14 teams where "
+     "ks > 1 (a named barrier per team)"),
+    (lambda c: c.ring and c.rpt > 8, "ring > 0 needs rpt <= 8 (rows per stage)"),
 )
 
 
@@ -818,7 +849,8 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
+  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
+  PIPE_NEXT = 3       // the next step's loads of a issued before this step's arithmetic (two register buffers)
 };
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
@@ -1259,29 +1291,30 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  Q av[RPT][U];
-  u32 sa[RPT][U];
+  constexpr int NB = PIPE == PIPE_NEXT ? 2 : 1;  // register buffers of a step's loads
+  Q av[NB][RPT][U];
+  u32 sa[NB][RPT][U];
   // offset (in chunks) of the lane's u-th chunk from its first of the step: V adjacent chunks
   // per lane, LPR lanes side by side
   auto off = [&](int u) { return (u / V) * (LPR * V) + u % V; };
 
   // The step's loads of a and its scales: every one an immediate offset from the row's pointer.
-  auto load = [&](int c0) {
+  auto load = [&](int p, int c0) {
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
-          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[i][u], av[i][u + 1 < U ? u + 1 : u]);  // V = 2
+          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[p][i][u], av[p][i][u + 1 < U ? u + 1 : u]);  // V = 2
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[i][u] = ld_scales16<SLOAD>(sq);
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<SLOAD>(sq);
-          else sa[i][u] = sa[i][u - 1] >> 16;
+          if (V == 1) sa[p][i][u] = ld_scales16<SLOAD>(sq);
+          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<SLOAD>(sq);
+          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
         } else {
-          av[i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[i][u] = 0u;
+          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[p][i][u] = 0u;
         }
       }
       ap[i] += 16 * CSTRIDE;
@@ -1308,7 +1341,7 @@ __device__ __forceinline__ void gemv_body(
   // (no dependency on a's loads: on a short row the step's two round trips become one).
   Q bqs[PIPE == PIPE_AB_FIRST ? U : 1];
   u32 sbs[PIPE == PIPE_AB_FIRST ? U : 1];
-  auto compute = [&](int c0, const unsigned char* bstep) {
+  auto compute = [&](int p, int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
       u32 sbm;
@@ -1329,8 +1362,8 @@ __device__ __forceinline__ void gemv_body(
         load_b(bstep, ch, bq, sbv);
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
-                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
+                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
         continue;
       }
       B bc;
@@ -1348,12 +1381,27 @@ __device__ __forceinline__ void gemv_body(
         prep_b(bstep, ch, bc, sb);
       }
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
+      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[p][i][u], sa[p][i][u], bc, sb, T);
     }
   };
 
-  for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
-    load(c0);
+  if (PIPE == PIPE_NEXT) {
+    // Two register buffers: a lane keeps the next step's loads of a in flight while it computes
+    // this step (twice the registers for a; a smaller step keeps them where one buffer was).
+    if (cbeg < cend) load(0, cbeg);
+    for (int c0 = cbeg; c0 < cend; c0 += 2 * CSTRIDE) {
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const int cs = c0 + p * CSTRIDE;
+        if (cs < cend) {
+          if (cs + CSTRIDE < cend) load(1 - p, cs + CSTRIDE);
+          compute(p, cs, bp);
+        }
+      }
+    }
+  }
+  for (int c0 = cbeg; PIPE != PIPE_NEXT && c0 < cend; c0 += CSTRIDE) {
+    load(0, c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -1369,10 +1417,10 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
+        for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
       bstep = bp + (fold & zero);
     }
-    compute(c0, bstep);
+    compute(0, c0, bstep);
   }
   __shared__ float sh_r[KS > 1 ? KS : 1][KS > 1 ? BROWS : 1];
 #pragma unroll
@@ -1432,6 +1480,227 @@ __device__ __forceinline__ void gemv_body(
     }
   }
 }
+
+// ---- The persistent bulk-copy ring (CudaConfig ring > 0; needs sm_90 or later).
+// A persistent grid (blocks per SM x the context's SMs, at most one block per unit): block i
+// reads an even share of the units (RPT consecutive rows of one batch, whole K), no K split
+// across blocks. One producer warp, whose elected lane issues two bulk copies per stage (a's
+// bytes and their plain scales, each contiguous: a stage is RPT whole rows, or one row's
+// segment of 32 U chunks) into a ring of RING slots per consumer warp, completing on the slot's
+// full barrier (expect_tx). The consumer warps form TEAMS teams of KS warps; a team takes every
+// TEAMS-th unit of the block, its warp kw the unit's stages kw, kw + KS, ... (K parts
+// interleaved); lane L reads chunks L, L + 32, ... of each row of a stage from shared memory,
+// frees the slot on its empty barrier and keeps the rows' sums in registers across the unit.
+// b and its scales are prepared once per block and batch into shared memory. Sums: per lane in a
+// fixed order, a fixed butterfly, then the team's KS parts in the order kw = 0, 1, ...: the same
+// bits whatever the grid. Waits are bounded (RING_TIMEOUT_NS): a stuck barrier makes the
+// consumers write NaN instead of hanging.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#ifndef RING_TIMEOUT_NS
+#define RING_TIMEOUT_NS 200000000ull  // 0.2 s: about 10^4 times the longest benchmark launch
+#endif
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
+  u32 ok;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Wait for the phase of parity `parity` of barrier `bar`; false once RING_TIMEOUT_NS have passed.
+__device__ __forceinline__ bool mbar_wait(u32 bar, u32 parity) {
+  if (mbar_try_wait(bar, parity)) return true;
+  const unsigned long long t0 = global_ns();
+  while (!mbar_try_wait(bar, parity))
+    if (global_ns() - t0 > RING_TIMEOUT_NS) return false;
+  return true;
+}
+// `bytes` (a multiple of 16) from global `src` to shared `dst` (both 16-byte aligned), counted on
+// barrier `bar`'s transaction count; `policy`: the L2 cache policy (createpolicy).
+__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar, unsigned long long policy) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+               " [%0], [%1], %2, [%3], %4;" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
+}
+
+// The ring's shared memory, in bytes from the dynamic block's start (submission.py's ring_smem
+// computes the same sizes): barriers, the teams' partial sums (two units' worth), the slots of
+// a, the slots of a's scales, then b prepared for each batch the block touches
+// ([batch][word][chunk] 16-byte words, then [batch][chunk] scale pairs).
+template <int RPT, int U, int NCW, int RING>
+struct RingLayout {
+  static constexpr int SLOT_CH = RPT * 32 * U;           // chunks of a per stage
+  static constexpr int SLOT_A = 16 * SLOT_CH;             // bytes of a per stage
+  static constexpr int SLOT_S = 2 * SLOT_CH;              // bytes of its scales
+  static constexpr int BARS = 2 * NCW * RING * 8;
+  static constexpr int RED = (BARS + 2 * NCW * RPT * 4 + 127) / 128 * 128 - BARS;
+  static constexpr int A0 = BARS + RED;
+  static constexpr int S0 = A0 + NCW * RING * SLOT_A;
+  static constexpr int B0 = (S0 + NCW * RING * SLOT_S + 127) / 128 * 128;
+};
+
+// groups: units per batch (M / RPT); batches: L. The grid is gridDim.x persistent blocks of
+// 32 * (TEAMS * KS + 1) threads; the last warp is the producer.
+template <int RPT, int U, int TEAMS, int KS, int RING, int DECODE, bool PROBE>
+__device__ __forceinline__ void ring_body(
+    const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
+    const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
+    u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
+    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, int groups, int batches) {
+  constexpr int NCW = TEAMS * KS;  // consumer warps
+  typedef RingLayout<RPT, U, NCW, RING> L;
+  typedef Decode<DECODE> D;
+  typedef typename D::B B;
+  constexpr int NW = sizeof(B) / 16;
+  static_assert(sizeof(B) % 16 == 0, "prepared b chunk: whole 16-byte words");
+  static_assert(KS == 1 || TEAMS + 2 <= 16, "a named barrier per team of several warps (ids 2..), 16 in all");
+  constexpr int SEG = 32 * U;  // chunks of a row per stage
+  extern __shared__ __align__(128) unsigned char ring_smem[];
+  const u32 bars = smem_addr(ring_smem);  // full[w][s] at 8 (w RING + s), empty[w][s] after them
+  float* red = reinterpret_cast<float*>(ring_smem + L::BARS);  // [unit parity][warp][row]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const i64 units = (i64)groups * batches;
+  const i64 ubeg = units * blockIdx.x / gridDim.x, uend = units * (blockIdx.x + 1) / gridDim.x;
+  const int nunits = (int)(uend - ubeg);
+  const int spw = (RPT > 1 ? 1 : chunks / SEG) / KS;  // stages of a unit per warp of its team
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < NCW * RING; ++i) {
+      mbar_init(bars + 8 * i, 1);                 // full: the producer's expect_tx
+      mbar_init(bars + 8 * (NCW * RING + i), 1);  // empty: one lane of the consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (nunits <= 0) return;
+  const i64 bfirst = ubeg / groups;  // the first batch of the block's share
+
+  if (warp == NCW) {  // the producer
+    if (lane != 0) return;
+    const unsigned long long policy = l2_first();
+    const int rounds = ((nunits + TEAMS - 1) / TEAMS) * spw;  // stages of the busiest consumer warp
+    for (int t = 0; t < rounds; ++t) {
+      const int slot = t % RING;
+      const u32 parity = ((t / RING) & 1) ^ 1;
+      const int j = t / spw, q = t - j * spw;
+      for (int w = 0; w < NCW; ++w) {
+        const int unit = w / KS + j * TEAMS;
+        if (unit >= nunits) break;  // and so for the warps after it
+        const i64 gu = ubeg + unit, bi = gu / groups;
+        const i64 r0 = (gu - bi * groups) * RPT;
+        const u32 full = bars + 8 * (w * RING + slot), empty = bars + 8 * (NCW * RING + w * RING + slot);
+        if (!mbar_wait(empty, parity)) return;  // a consumer is stuck: it writes NaN, stop feeding
+        mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
+        const i64 ch0 = (i64)(w % KS + KS * q) * SEG;
+        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + bi * a_bs + r0 * a_rs + 16 * ch0, L::SLOT_A,
+                  full, policy);
+        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + bi * sfa_bs + r0 * sfa_rs + 2 * ch0,
+                  L::SLOT_S, full, policy);
+      }
+    }
+    return;
+  }
+
+  // The consumers: b of each batch of the share prepared once, by all consumer warps together.
+  const Tables T = tables(zero);
+  const int nb = (int)((uend - 1) / groups - bfirst) + 1;
+  uint4* shb = reinterpret_cast<uint4*>(ring_smem + L::B0);                           // [batch][word][chunk]
+  u32* shs = reinterpret_cast<u32*>(ring_smem + L::B0 + (i64)nb * NW * chunks * 16);  // [batch][chunk]
+  if (!PROBE) {
+    for (int i = threadIdx.x; i < nb * chunks; i += 32 * NCW) {
+      const int bb = i / chunks, ch = i - bb * chunks;
+      const B bc = D::prep(ld_b<false>(b + (bfirst + bb) * b_bs + 16 * (i64)ch), T);
+      const uint4* w = reinterpret_cast<const uint4*>(&bc);
+#pragma unroll
+      for (int k = 0; k < NW; ++k) shb[((i64)bb * NW + k) * chunks + ch] = w[k];
+      shs[(i64)bb * chunks + ch] = prep_sb(ld_b_scales<false>(sfb + (bfirst + bb) * sfb_bs + scale_col<true>(ch)));
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(32 * NCW) : "memory");  // the consumers only
+  }
+  const int team = warp / KS, kw = warp % KS;
+  bool stuck = false;
+  int t = 0;  // this warp's stage count
+  for (int unit = team, j = 0; unit < nunits; unit += TEAMS, ++j) {
+    const i64 gu = ubeg + unit, bi = gu / groups;
+    const i64 r0 = (gu - bi * groups) * RPT;
+    const int bb = (int)(bi - bfirst);
+    float acc[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
+    for (int q = 0; q < spw; ++q, ++t) {
+      const int slot = t % RING;
+      const u32 full = bars + 8 * (warp * RING + slot), empty = bars + 8 * (NCW * RING + warp * RING + slot);
+      if (stuck || !mbar_wait(full, (t / RING) & 1)) {
+        stuck = true;
+        continue;
+      }
+      const Q* sa = reinterpret_cast<const Q*>(ring_smem + L::A0 + (warp * RING + slot) * L::SLOT_A);
+      const u16* ss = reinterpret_cast<const u16*>(ring_smem + L::S0 + (warp * RING + slot) * L::SLOT_S);
+      const int k0 = (kw + KS * q) * SEG;  // the stage's first chunk along K
+#pragma unroll
+      for (int i = 0; i < U; ++i) {
+        const int jc = 32 * i + lane;  // the lane's chunk of each row of the stage
+        if (PROBE) {  // timing probe: the stage's shared-memory reads, next to no arithmetic
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) {
+            const Q av = sa[r * SEG + jc];
+            acc[r] += (float)((av.w[0] ^ av.w[1] ^ av.w[2] ^ av.w[3] ^ ss[r * SEG + jc]) & 1u);
+          }
+          continue;
+        }
+        const int kc = k0 + jc;  // its chunk along K
+        B bc;
+        uint4* w = reinterpret_cast<uint4*>(&bc);
+#pragma unroll
+        for (int k = 0; k < NW; ++k) w[k] = shb[((i64)bb * NW + k) * chunks + kc];
+        const u32 sb = shs[(i64)bb * chunks + kc];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) acc[r] = accumulate(acc[r], sa[r * SEG + jc], ss[r * SEG + jc], bc, sb, T);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty);
+    }
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      float v = stuck ? __int_as_float(0x7FC00000) : acc[r];  // NaN: a wait ran out (see RING_TIMEOUT_NS)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      acc[r] = v;
+      if (KS > 1 && lane == 0) red[((j & 1) * NCW + warp) * RPT + r] = v;
+    }
+    if (KS > 1) {  // the team's parts, added in a fixed order by its first warp
+      asm volatile("bar.sync %0, %1;" ::"r"(2 + team), "r"(32 * KS) : "memory");
+      if (kw != 0) continue;
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        float v = red[((j & 1) * NCW + warp) * RPT + r];
+#pragma unroll
+        for (int k = 1; k < KS; ++k) v += red[((j & 1) * NCW + warp + k) * RPT + r];
+        acc[r] = v;
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        u16 h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(acc[r] * D::scale));
+        c[bi * c_bs + (r0 + r) * c_rs] = h;
+      }
+    }
+  }
+}
+#endif
 
 #ifdef NVFP4_GEMV_EXAMPLE
 // One configuration, for a compiler or an editor that reads this file alone (submission.py never
@@ -1495,6 +1764,8 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     if problem:
         raise ValueError(problem)
     t = "true", "false"
+    if cfg.ring:
+        return _ring_kernel(cfg, full, plain, probe)
     template = [cfg.lpr, cfg.rpt, cfg.u, cfg.v, cfg.warps, _enumerator("LD_", cfg.load),
                 _enumerator("PIPE_", cfg.pipe), t[not full], t[not plain], _enumerator("DEC_", cfg.decode),
                 t[not probe], t[not cfg.bsh], cfg.ks, cfg.kb, t[not cfg.bload], t[not cfg.ki]]
@@ -1513,6 +1784,52 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     bounds = f"{threads}, {cfg.minb}" if cfg.minb else f"{threads}"
     wrapper = f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_CUDA_PARAMS}) {{ {body} }}\n'
     return name, CUDA_SRC + wrapper
+
+
+def _ring_threads(cfg: CudaConfig) -> int:
+    """Threads of a ring config's block: its warps * ks consumer warps and the producer warp."""
+    return 32 * (cfg.warps * cfg.ks + 1)
+
+
+def _ring_kernel(cfg: CudaConfig, full: bool, plain: bool, probe: bool) -> tuple:
+    """cuda_kernel of a ring config: ring_body's wrapper, named like
+    nvfp4_gemv_ring2_rpt1_u8_w16_dp4a_sr2_minb1 (the kernel's parameters, then L)."""
+    if not (full and plain):
+        raise ValueError(f"cuda config {cfg!r}: the ring reads whole stages of a and the plain scales "
+                         "(full and plain only)")
+    name = "_".join(["nvfp4_gemv", f"ring{cfg.ring}", f"rpt{cfg.rpt}", f"u{cfg.u}", f"w{cfg.warps}"]
+                    + [f"ks{cfg.ks}"] * (cfg.ks > 1) + [cfg.decode.replace("-", "_"), f"minb{cfg.minb}"]
+                    + ["probe"] * probe)
+    template = [cfg.rpt, cfg.u, cfg.warps, cfg.ks, cfg.ring, _enumerator("DEC_", cfg.decode), ("false", "true")[probe]]
+    body = (f"ring_body<{', '.join(map(str, template))}>(a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, "
+            "sfa_bs, sfb_bs, c_rs, c_bs, zero, groups, batches);")
+    wrapper = (f'extern "C" __global__ void __launch_bounds__({_ring_threads(cfg)}, {cfg.minb}) '
+               f"{name}({_CUDA_PARAMS}, int batches) {{ {body} }}\n")
+    return name, CUDA_SRC + wrapper
+
+
+# Bytes of a prepared b chunk per decode (sizeof(Decode<D>::B) in the kernel): the ring keeps one
+# per chunk and batch of a block's share in shared memory, beside the chunk's prepared scale pair.
+_PREPARED_B = {"dp4a": 80, "f16x2": 64, "dp4a-sr": 64, "dp4a-sr2": 32}
+
+
+def ring_smem(cfg: CudaConfig, k: int, batches: int = 1) -> int:
+    """Dynamic shared memory of a ring config's block (RingLayout in the kernel) whose share
+    touches ``batches`` batches: the barriers, the stages of a and its scales, and b prepared."""
+    stage, warps = cfg.rpt * 32 * cfg.u, cfg.warps * cfg.ks
+    slots = warps * cfg.ring
+    head = -(-(2 * slots * 8 + 2 * warps * cfg.rpt * 4) // 128) * 128 + slots * 18 * stage
+    return -(-head // 128) * 128 + batches * (k // 32) * (_PREPARED_B[cfg.decode] + 4)
+
+
+def _ring_batches(units: int, groups: int, blocks: int) -> int:
+    """The most batches one block's share touches (block i: units [units i / blocks, units (i+1) / blocks))."""
+    most = 0
+    for i in range(blocks):
+        lo, hi = units * i // blocks, units * (i + 1) // blocks
+        if hi > lo:
+            most = max(most, (hi - 1) // groups - lo // groups + 1)
+    return most
 
 
 def cuda_empty_kernel(name: str) -> str:
@@ -1665,6 +1982,9 @@ class _Driver:
         # cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, queue, params, extra)
         lib.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, ctypes.POINTER(vp), vp]
         self.launch = lib.cuLaunchKernel
+        lib.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
+        lib.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [ctypes.POINTER(ctypes.c_int), vp, ctypes.c_int,
+                                                                    ctypes.c_size_t]
 
     def error(self, res: int) -> str:
         s = ctypes.c_char_p()
@@ -1691,6 +2011,34 @@ class _Driver:
                 raise CudaBuildError(f"kernel {name} not found in the cubin: {self.error(res)}")
             return fn
 
+    def blocks_per_sm(self, fn, threads: int, smem: int) -> int:
+        """Blocks of ``fn`` that fit on one SM with ``threads`` threads and ``smem`` bytes of dynamic
+        shared memory each (0 where they cannot run); allows ``fn`` that much dynamic shared memory."""
+        res = self.lib.cuFuncSetAttribute(fn, 8, smem)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        if res:
+            return 0
+        n = ctypes.c_int()
+        res = self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, threads, smem)
+        return 0 if res else n.value
+
+    def context_sms(self, device) -> int:
+        """SMs of the current CUDA context (a green context's share, or the whole GPU): the
+        driver's count (cuCtxGetDevResource, CUDA 12.4+), else the device's."""
+        with torch.cuda.device(device):
+            ctx = ctypes.c_void_p()
+            try:
+                if not self.lib.cuCtxGetCurrent(ctypes.byref(ctx)) and ctx.value:
+                    # CUdevResource: a 4-byte type, 92 bytes of padding, then the SM resource, whose
+                    # first field is smCount; the buffer is larger than the struct.
+                    buf = (ctypes.c_ubyte * 512)()
+                    if not self.lib.cuCtxGetDevResource(ctx, buf, 1):  # CU_DEV_RESOURCE_TYPE_SM
+                        sms = int.from_bytes(bytes(buf[96:100]), "little")
+                        if sms > 0:
+                            return sms
+            except AttributeError:  # a driver without cuCtxGetDevResource
+                pass
+            return torch.cuda.get_device_properties(device).multi_processor_count
+
 
 _DRIVER = []
 
@@ -1706,21 +2054,23 @@ class _CudaLaunch:
     """One configured launch: the kernel, its grid (x, y[, z]), and ctypes storage for its
     parameters; a call sets the five pointers and launches (no allocation, no synchronisation).
     ``scratch``: the K split's (part, cnt) tensors, kept alive here (None: null pointers);
-    ``groups``: the row groups (M / rows), walked by a grid-stride kernel (default: grid x)."""
+    ``groups``: the row groups (M / rows), walked by a grid-stride kernel (default: grid x);
+    ``smem``: dynamic shared memory bytes; ``batches``: L, a ring kernel's last parameter (None: none)."""
 
     def __init__(self, fn, grid: tuple, threads: int, scalars: tuple, scratch: tuple | None = None,
-                 groups: int = 0):
+                 groups: int = 0, smem: int = 0, batches: int | None = None):
         self.fn, self.grid, self.threads, self.scratch = fn, grid, threads, scratch
         groups = groups or grid[0]
         self.ptrs = [ctypes.c_void_p() for _ in range(5)]
         work = [ctypes.c_void_p(t.data_ptr() if scratch else None) for t in (scratch or (None, None))]
         self.vals = ([ctypes.c_int(scalars[0])] + [ctypes.c_longlong(s) for s in scalars[1:9]] + [ctypes.c_uint(0)]
-                     + work + [ctypes.c_int(groups)])
-        self.params = (ctypes.c_void_p * 18)(*[ctypes.addressof(x) for x in self.ptrs + self.vals])
+                     + work + [ctypes.c_int(groups)] + ([] if batches is None else [ctypes.c_int(batches)]))
+        self.params = (ctypes.c_void_p * len(self.ptrs + self.vals))(*[ctypes.addressof(x) for x in self.ptrs
+                                                                        + self.vals])
         self.launch = cuda_driver().launch
         u = ctypes.c_uint
         z = grid[2] if len(grid) > 2 else 1
-        self.args = (fn, u(grid[0]), u(grid[1]), u(z), u(threads), u(1), u(1), u(0), None, self.params, None)
+        self.args = (fn, u(grid[0]), u(grid[1]), u(z), u(threads), u(1), u(1), u(smem), None, self.params, None)
 
     def __call__(self, a, b, sfa, sfb, c) -> None:
         self.launch_ptrs(a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
@@ -1774,6 +2124,8 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
     a, b, sfa, sfb, sfa_p, sfb_p, c = data
     plain = _plain_scales(data, k, 4)  # v = 2 reads two chunks' scale pairs as one 4-byte word
     cfg = config_for("cuda", data, m, k, l) if cfg is None else CudaConfig.of(cfg)
+    if cfg.ring and _ring_problem(data, cfg, m, k):
+        cfg = cuda_default(m, k, l, torch.cuda.get_device_capability(a.device))  # a register tile reads any layout
     if cfg.load == CUDA_LOADS[6] and (a.data_ptr() | a.stride(0) | (a.stride(2) if l > 1 else 0)) % 32:
         cfg = cfg._replace(load=CUDA_LOADS[0])  # 32-byte loads need a 32-byte aligned a; this reads the same
     chunks = k // 32
@@ -1793,6 +2145,9 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
             cfg = cfg.with_decode(torch.cuda.get_device_capability(a.device))
         full = chunks % (cfg.lpr * cfg.u) == 0
         fn = _cuda_function(a.device, cfg, full, plain, probe)
+        if cfg.ring:
+            run = _CUDA_LAUNCH[key] = _ring_launch(fn, cfg, m, k, l, scalars, a.device)
+            return run, 2
         scratch = None
         if cfg.kb > 1:  # the K split's partial sums and arrival counters (zero; each launch leaves them zero)
             scratch = (torch.empty(l * cfg.kb * m, dtype=torch.float32, device=a.device),
@@ -1802,9 +2157,49 @@ def _cuda_prepared(data, m: int, k: int, l: int, cfg=None, probe: bool = False) 
     return run, 2 if plain else 4
 
 
+def _ring_problem(data, cfg: CudaConfig, m: int, k: int) -> str:
+    """'' where a ring config can read these inputs, else why not: the plain scales on a's device,
+    16-byte aligned (the bulk copies), rows of a and sfa back to back where a stage holds several
+    (rpt > 1), compute capability >= 9.0, the config's K rules."""
+    a, sfa = data[0], data[2]
+    if torch.cuda.get_device_capability(a.device) < (9, 0):
+        return "the ring needs compute capability >= 9.0 (bulk copies, mbarriers)"
+    if not _plain_scales(data, k, 16):
+        return "the ring reads the plain scales, on a's device with 16-byte aligned pointers and strides"
+    if cfg.rpt > 1 and (a.stride(0) != k // 2 or sfa.stride(0) != k // 16):
+        return "a ring stage of several rows needs a's and sfa's rows back to back"
+    return cfg.shape_problem(m, k)
+
+
+def _ring_launch(fn, cfg: CudaConfig, m: int, k: int, l: int, scalars: tuple, device) -> "_CudaLaunch":
+    """The launch of ring kernel ``fn``: minb blocks per SM of the current context (fewer where
+    the shared memory allows fewer), at most one per unit, with the shared memory its busiest
+    block's share needs."""
+    drv = cuda_driver()
+    units, threads = m // cfg.rpt * l, _ring_threads(cfg)
+    blocks = min(units, cfg.minb * drv.context_sms(device))
+    smem = ring_smem(cfg, k, _ring_batches(units, m // cfg.rpt, blocks))
+    fit = drv.blocks_per_sm(fn, threads, smem)
+    if fit < 1:
+        raise ValueError(f"cuda config {cfg!r}: a block of {threads} threads and {smem} bytes of shared memory "
+                         f"does not fit on an SM of this GPU for {m}x{k}x{l}")
+    if fit < cfg.minb:  # a persistent grid: every block resident at once
+        blocks = min(units, fit * drv.context_sms(device))
+        smem = ring_smem(cfg, k, _ring_batches(units, m // cfg.rpt, blocks))
+        drv.blocks_per_sm(fn, threads, smem)  # allows the (larger) shared memory of the fewer blocks
+    return _CudaLaunch(fn, (blocks, 1, 1), threads, scalars, None, m // cfg.rpt, smem, l)
+
+
 def cuda_grid(cfg: CudaConfig, m: int, l: int, device) -> tuple:
     """((blocks x, y, z), threads per block) of ``cfg``'s launch: a block per row group (M / rows)
-    and batch, times kb; with gs > 0, gs blocks per SM of ``device`` walk the row groups."""
+    and batch, times kb; with gs > 0, gs blocks per SM of ``device`` walk the row groups; a ring
+    config: minb blocks per SM of ``device``'s current context, at most one per unit (rpt rows),
+    one producer warp beside its warps (with no device: the units)."""
+    if cfg.ring:
+        units = m // cfg.rpt * l
+        if device is not None and torch.device(device).type == "cuda":
+            units = min(units, cfg.minb * cuda_driver().context_sms(device))
+        return (units, 1, 1), _ring_threads(cfg)
     groups = m // cfg.rows
     if cfg.gs and device is not None and torch.device(device).type == "cuda":
         groups = min(groups, cfg.gs * torch.cuda.get_device_properties(device).multi_processor_count)

@@ -47,7 +47,8 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
+  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
+  PIPE_NEXT = 3       // the next step's loads of a issued before this step's arithmetic (two register buffers)
 };
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
@@ -488,29 +489,30 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  Q av[RPT][U];
-  u32 sa[RPT][U];
+  constexpr int NB = PIPE == PIPE_NEXT ? 2 : 1;  // register buffers of a step's loads
+  Q av[NB][RPT][U];
+  u32 sa[NB][RPT][U];
   // offset (in chunks) of the lane's u-th chunk from its first of the step: V adjacent chunks
   // per lane, LPR lanes side by side
   auto off = [&](int u) { return (u / V) * (LPR * V) + u % V; };
 
   // The step's loads of a and its scales: every one an immediate offset from the row's pointer.
-  auto load = [&](int c0) {
+  auto load = [&](int p, int c0) {
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
-          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[i][u], av[i][u + 1 < U ? u + 1 : u]);  // V = 2
+          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[p][i][u], av[p][i][u + 1 < U ? u + 1 : u]);  // V = 2
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[i][u] = ld_scales16<SLOAD>(sq);
-          else if (u % 2 == 0) sa[i][u] = ld_scales32<SLOAD>(sq);
-          else sa[i][u] = sa[i][u - 1] >> 16;
+          if (V == 1) sa[p][i][u] = ld_scales16<SLOAD>(sq);
+          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<SLOAD>(sq);
+          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
         } else {
-          av[i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[i][u] = 0u;
+          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[p][i][u] = 0u;
         }
       }
       ap[i] += 16 * CSTRIDE;
@@ -537,7 +539,7 @@ __device__ __forceinline__ void gemv_body(
   // (no dependency on a's loads: on a short row the step's two round trips become one).
   Q bqs[PIPE == PIPE_AB_FIRST ? U : 1];
   u32 sbs[PIPE == PIPE_AB_FIRST ? U : 1];
-  auto compute = [&](int c0, const unsigned char* bstep) {
+  auto compute = [&](int p, int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
       u32 sbm;
@@ -558,8 +560,8 @@ __device__ __forceinline__ void gemv_body(
         load_b(bstep, ch, bq, sbv);
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
-                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
+                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
         continue;
       }
       B bc;
@@ -577,12 +579,27 @@ __device__ __forceinline__ void gemv_body(
         prep_b(bstep, ch, bc, sb);
       }
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
+      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[p][i][u], sa[p][i][u], bc, sb, T);
     }
   };
 
-  for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
-    load(c0);
+  if (PIPE == PIPE_NEXT) {
+    // Two register buffers: a lane keeps the next step's loads of a in flight while it computes
+    // this step (twice the registers for a; a smaller step keeps them where one buffer was).
+    if (cbeg < cend) load(0, cbeg);
+    for (int c0 = cbeg; c0 < cend; c0 += 2 * CSTRIDE) {
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const int cs = c0 + p * CSTRIDE;
+        if (cs < cend) {
+          if (cs + CSTRIDE < cend) load(1 - p, cs + CSTRIDE);
+          compute(p, cs, bp);
+        }
+      }
+    }
+  }
+  for (int c0 = cbeg; PIPE != PIPE_NEXT && c0 < cend; c0 += CSTRIDE) {
+    load(0, c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -598,10 +615,10 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
+        for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
       bstep = bp + (fold & zero);
     }
-    compute(c0, bstep);
+    compute(0, c0, bstep);
   }
   __shared__ float sh_r[KS > 1 ? KS : 1][KS > 1 ? BROWS : 1];
 #pragma unroll
@@ -661,6 +678,227 @@ __device__ __forceinline__ void gemv_body(
     }
   }
 }
+
+// ---- The persistent bulk-copy ring (CudaConfig ring > 0; needs sm_90 or later).
+// A persistent grid (blocks per SM x the context's SMs, at most one block per unit): block i
+// reads an even share of the units (RPT consecutive rows of one batch, whole K), no K split
+// across blocks. One producer warp, whose elected lane issues two bulk copies per stage (a's
+// bytes and their plain scales, each contiguous: a stage is RPT whole rows, or one row's
+// segment of 32 U chunks) into a ring of RING slots per consumer warp, completing on the slot's
+// full barrier (expect_tx). The consumer warps form TEAMS teams of KS warps; a team takes every
+// TEAMS-th unit of the block, its warp kw the unit's stages kw, kw + KS, ... (K parts
+// interleaved); lane L reads chunks L, L + 32, ... of each row of a stage from shared memory,
+// frees the slot on its empty barrier and keeps the rows' sums in registers across the unit.
+// b and its scales are prepared once per block and batch into shared memory. Sums: per lane in a
+// fixed order, a fixed butterfly, then the team's KS parts in the order kw = 0, 1, ...: the same
+// bits whatever the grid. Waits are bounded (RING_TIMEOUT_NS): a stuck barrier makes the
+// consumers write NaN instead of hanging.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#ifndef RING_TIMEOUT_NS
+#define RING_TIMEOUT_NS 200000000ull  // 0.2 s: about 10^4 times the longest benchmark launch
+#endif
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
+  u32 ok;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Wait for the phase of parity `parity` of barrier `bar`; false once RING_TIMEOUT_NS have passed.
+__device__ __forceinline__ bool mbar_wait(u32 bar, u32 parity) {
+  if (mbar_try_wait(bar, parity)) return true;
+  const unsigned long long t0 = global_ns();
+  while (!mbar_try_wait(bar, parity))
+    if (global_ns() - t0 > RING_TIMEOUT_NS) return false;
+  return true;
+}
+// `bytes` (a multiple of 16) from global `src` to shared `dst` (both 16-byte aligned), counted on
+// barrier `bar`'s transaction count; `policy`: the L2 cache policy (createpolicy).
+__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar, unsigned long long policy) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+               " [%0], [%1], %2, [%3], %4;" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
+}
+
+// The ring's shared memory, in bytes from the dynamic block's start (submission.py's ring_smem
+// computes the same sizes): barriers, the teams' partial sums (two units' worth), the slots of
+// a, the slots of a's scales, then b prepared for each batch the block touches
+// ([batch][word][chunk] 16-byte words, then [batch][chunk] scale pairs).
+template <int RPT, int U, int NCW, int RING>
+struct RingLayout {
+  static constexpr int SLOT_CH = RPT * 32 * U;           // chunks of a per stage
+  static constexpr int SLOT_A = 16 * SLOT_CH;             // bytes of a per stage
+  static constexpr int SLOT_S = 2 * SLOT_CH;              // bytes of its scales
+  static constexpr int BARS = 2 * NCW * RING * 8;
+  static constexpr int RED = (BARS + 2 * NCW * RPT * 4 + 127) / 128 * 128 - BARS;
+  static constexpr int A0 = BARS + RED;
+  static constexpr int S0 = A0 + NCW * RING * SLOT_A;
+  static constexpr int B0 = (S0 + NCW * RING * SLOT_S + 127) / 128 * 128;
+};
+
+// groups: units per batch (M / RPT); batches: L. The grid is gridDim.x persistent blocks of
+// 32 * (TEAMS * KS + 1) threads; the last warp is the producer.
+template <int RPT, int U, int TEAMS, int KS, int RING, int DECODE, bool PROBE>
+__device__ __forceinline__ void ring_body(
+    const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
+    const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
+    u16* __restrict__ c, int chunks, i64 a_rs, i64 a_bs, i64 b_bs, i64 sfa_rs, i64 sfa_bs,
+    i64 sfb_bs, i64 c_rs, i64 c_bs, u32 zero, int groups, int batches) {
+  constexpr int NCW = TEAMS * KS;  // consumer warps
+  typedef RingLayout<RPT, U, NCW, RING> L;
+  typedef Decode<DECODE> D;
+  typedef typename D::B B;
+  constexpr int NW = sizeof(B) / 16;
+  static_assert(sizeof(B) % 16 == 0, "prepared b chunk: whole 16-byte words");
+  static_assert(KS == 1 || TEAMS + 2 <= 16, "a named barrier per team of several warps (ids 2..), 16 in all");
+  constexpr int SEG = 32 * U;  // chunks of a row per stage
+  extern __shared__ __align__(128) unsigned char ring_smem[];
+  const u32 bars = smem_addr(ring_smem);  // full[w][s] at 8 (w RING + s), empty[w][s] after them
+  float* red = reinterpret_cast<float*>(ring_smem + L::BARS);  // [unit parity][warp][row]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const i64 units = (i64)groups * batches;
+  const i64 ubeg = units * blockIdx.x / gridDim.x, uend = units * (blockIdx.x + 1) / gridDim.x;
+  const int nunits = (int)(uend - ubeg);
+  const int spw = (RPT > 1 ? 1 : chunks / SEG) / KS;  // stages of a unit per warp of its team
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < NCW * RING; ++i) {
+      mbar_init(bars + 8 * i, 1);                 // full: the producer's expect_tx
+      mbar_init(bars + 8 * (NCW * RING + i), 1);  // empty: one lane of the consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (nunits <= 0) return;
+  const i64 bfirst = ubeg / groups;  // the first batch of the block's share
+
+  if (warp == NCW) {  // the producer
+    if (lane != 0) return;
+    const unsigned long long policy = l2_first();
+    const int rounds = ((nunits + TEAMS - 1) / TEAMS) * spw;  // stages of the busiest consumer warp
+    for (int t = 0; t < rounds; ++t) {
+      const int slot = t % RING;
+      const u32 parity = ((t / RING) & 1) ^ 1;
+      const int j = t / spw, q = t - j * spw;
+      for (int w = 0; w < NCW; ++w) {
+        const int unit = w / KS + j * TEAMS;
+        if (unit >= nunits) break;  // and so for the warps after it
+        const i64 gu = ubeg + unit, bi = gu / groups;
+        const i64 r0 = (gu - bi * groups) * RPT;
+        const u32 full = bars + 8 * (w * RING + slot), empty = bars + 8 * (NCW * RING + w * RING + slot);
+        if (!mbar_wait(empty, parity)) return;  // a consumer is stuck: it writes NaN, stop feeding
+        mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
+        const i64 ch0 = (i64)(w % KS + KS * q) * SEG;
+        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + bi * a_bs + r0 * a_rs + 16 * ch0, L::SLOT_A,
+                  full, policy);
+        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + bi * sfa_bs + r0 * sfa_rs + 2 * ch0,
+                  L::SLOT_S, full, policy);
+      }
+    }
+    return;
+  }
+
+  // The consumers: b of each batch of the share prepared once, by all consumer warps together.
+  const Tables T = tables(zero);
+  const int nb = (int)((uend - 1) / groups - bfirst) + 1;
+  uint4* shb = reinterpret_cast<uint4*>(ring_smem + L::B0);                           // [batch][word][chunk]
+  u32* shs = reinterpret_cast<u32*>(ring_smem + L::B0 + (i64)nb * NW * chunks * 16);  // [batch][chunk]
+  if (!PROBE) {
+    for (int i = threadIdx.x; i < nb * chunks; i += 32 * NCW) {
+      const int bb = i / chunks, ch = i - bb * chunks;
+      const B bc = D::prep(ld_b<false>(b + (bfirst + bb) * b_bs + 16 * (i64)ch), T);
+      const uint4* w = reinterpret_cast<const uint4*>(&bc);
+#pragma unroll
+      for (int k = 0; k < NW; ++k) shb[((i64)bb * NW + k) * chunks + ch] = w[k];
+      shs[(i64)bb * chunks + ch] = prep_sb(ld_b_scales<false>(sfb + (bfirst + bb) * sfb_bs + scale_col<true>(ch)));
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(32 * NCW) : "memory");  // the consumers only
+  }
+  const int team = warp / KS, kw = warp % KS;
+  bool stuck = false;
+  int t = 0;  // this warp's stage count
+  for (int unit = team, j = 0; unit < nunits; unit += TEAMS, ++j) {
+    const i64 gu = ubeg + unit, bi = gu / groups;
+    const i64 r0 = (gu - bi * groups) * RPT;
+    const int bb = (int)(bi - bfirst);
+    float acc[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
+    for (int q = 0; q < spw; ++q, ++t) {
+      const int slot = t % RING;
+      const u32 full = bars + 8 * (warp * RING + slot), empty = bars + 8 * (NCW * RING + warp * RING + slot);
+      if (stuck || !mbar_wait(full, (t / RING) & 1)) {
+        stuck = true;
+        continue;
+      }
+      const Q* sa = reinterpret_cast<const Q*>(ring_smem + L::A0 + (warp * RING + slot) * L::SLOT_A);
+      const u16* ss = reinterpret_cast<const u16*>(ring_smem + L::S0 + (warp * RING + slot) * L::SLOT_S);
+      const int k0 = (kw + KS * q) * SEG;  // the stage's first chunk along K
+#pragma unroll
+      for (int i = 0; i < U; ++i) {
+        const int jc = 32 * i + lane;  // the lane's chunk of each row of the stage
+        if (PROBE) {  // timing probe: the stage's shared-memory reads, next to no arithmetic
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) {
+            const Q av = sa[r * SEG + jc];
+            acc[r] += (float)((av.w[0] ^ av.w[1] ^ av.w[2] ^ av.w[3] ^ ss[r * SEG + jc]) & 1u);
+          }
+          continue;
+        }
+        const int kc = k0 + jc;  // its chunk along K
+        B bc;
+        uint4* w = reinterpret_cast<uint4*>(&bc);
+#pragma unroll
+        for (int k = 0; k < NW; ++k) w[k] = shb[((i64)bb * NW + k) * chunks + kc];
+        const u32 sb = shs[(i64)bb * chunks + kc];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) acc[r] = accumulate(acc[r], sa[r * SEG + jc], ss[r * SEG + jc], bc, sb, T);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty);
+    }
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      float v = stuck ? __int_as_float(0x7FC00000) : acc[r];  // NaN: a wait ran out (see RING_TIMEOUT_NS)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      acc[r] = v;
+      if (KS > 1 && lane == 0) red[((j & 1) * NCW + warp) * RPT + r] = v;
+    }
+    if (KS > 1) {  // the team's parts, added in a fixed order by its first warp
+      asm volatile("bar.sync %0, %1;" ::"r"(2 + team), "r"(32 * KS) : "memory");
+      if (kw != 0) continue;
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        float v = red[((j & 1) * NCW + warp) * RPT + r];
+#pragma unroll
+        for (int k = 1; k < KS; ++k) v += red[((j & 1) * NCW + warp + k) * RPT + r];
+        acc[r] = v;
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        u16 h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(acc[r] * D::scale));
+        c[bi * c_bs + (r0 + r) * c_rs] = h;
+      }
+    }
+  }
+}
+#endif
 
 #ifdef NVFP4_GEMV_EXAMPLE
 // One configuration, for a compiler or an editor that reads this file alone (submission.py never
