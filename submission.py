@@ -784,8 +784,8 @@ _CUDA_RULES = (
                            or c.bload or c.gs or c.ki or c.load != _CudaFields._field_defaults["load"]),
      "ring > 0 takes lpr 32, v 1, pipe ptxas and kb, bsh, bload, gs, ki, load at their defaults"),
     (lambda c: c.ring and not 1 <= c.minb <= 8, "ring > 0 needs minb in 1..8 (its blocks per SM)"),
-    (lambda c: c.ring and (c.warps * c.ks > 31 or (c.ks > 1 and c.warps > 14)),
-     "ring > 0 needs warps * ks <= 31 consumer warps (a producer warp beside them), and warps <= 14 teams where "
+    (lambda c: c.ring and (c.warps * c.ks > 24 or (c.ks > 1 and c.warps > 14)),
+     "ring > 0 needs warps * ks <= 24 consumer warps (producer warps beside them), and warps <= 14 teams where "
      "ks > 1 (a named barrier per team)"),
     (lambda c: c.ring and c.rpt > 8, "ring > 0 needs rpt <= 8 (rows per stage)"),
 )
@@ -1552,8 +1552,11 @@ struct RingLayout {
 };
 
 // groups: units per batch (M / RPT); batches: L. The grid is gridDim.x persistent blocks of
-// 32 * (TEAMS * KS + 1) threads; the last warp is the producer.
-template <int RPT, int U, int TEAMS, int KS, int RING, int DECODE, bool PROBE>
+// 32 * (TEAMS * KS + NPW) threads: the consumer warps, then NPW producer warps, producer p
+// feeding the consumer warps p, p + NPW, ... (one lane issues a stage's copies in about 70
+// instructions: one producer per 4 consumer warps keeps them fed; benchmarks/NOTES.md, "The
+// bulk-copy ring done right").
+template <int RPT, int U, int TEAMS, int KS, int RING, int NPW, int DECODE, bool PROBE>
 __device__ __forceinline__ void ring_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -1586,27 +1589,37 @@ __device__ __forceinline__ void ring_body(
   if (nunits <= 0) return;
   const i64 bfirst = ubeg / groups;  // the first batch of the block's share
 
-  if (warp == NCW) {  // the producer
+  if (warp >= NCW) {  // a producer: one lane, as few instructions per stage as it can (no division)
     if (lane != 0) return;
     const unsigned long long policy = l2_first();
+    // batches back to back (the server's layout): unit gu's bytes at gu * RPT * (row stride)
+    const bool packed = batches == 1 || (a_bs == (i64)groups * RPT * a_rs && sfa_bs == (i64)groups * RPT * sfa_rs);
+    const i64 ua = RPT * a_rs, us = RPT * sfa_rs;
     const int rounds = ((nunits + TEAMS - 1) / TEAMS) * spw;  // stages of the busiest consumer warp
+    int j = 0, q = 0;  // round t: unit j of each team, the team's stage q of it
     for (int t = 0; t < rounds; ++t) {
       const int slot = t % RING;
       const u32 parity = ((t / RING) & 1) ^ 1;
-      const int j = t / spw, q = t - j * spw;
-      for (int w = 0; w < NCW; ++w) {
+      for (int w = warp - NCW; w < NCW; w += NPW) {
         const int unit = w / KS + j * TEAMS;
         if (unit >= nunits) break;  // and so for the warps after it
-        const i64 gu = ubeg + unit, bi = gu / groups;
-        const i64 r0 = (gu - bi * groups) * RPT;
+        const i64 gu = ubeg + unit;
+        i64 oa = gu * ua, os = gu * us;
+        if (!packed) {
+          const u32 bi = (u32)gu / (u32)groups, r0 = ((u32)gu - bi * groups) * RPT;
+          oa = bi * a_bs + r0 * a_rs;
+          os = bi * sfa_bs + r0 * sfa_rs;
+        }
         const u32 full = bars + 8 * (w * RING + slot), empty = bars + 8 * (NCW * RING + w * RING + slot);
         if (!mbar_wait(empty, parity)) return;  // a consumer is stuck: it writes NaN, stop feeding
         mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
-        const i64 ch0 = (i64)(w % KS + KS * q) * SEG;
-        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + bi * a_bs + r0 * a_rs + 16 * ch0, L::SLOT_A,
-                  full, policy);
-        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + bi * sfa_bs + r0 * sfa_rs + 2 * ch0,
-                  L::SLOT_S, full, policy);
+        const int ch0 = (w % KS + KS * q) * SEG;
+        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + oa + 16 * ch0, L::SLOT_A, full, policy);
+        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + os + 2 * ch0, L::SLOT_S, full, policy);
+      }
+      if (++q == spw) {
+        q = 0;
+        ++j;
       }
     }
     return;
@@ -1631,10 +1644,12 @@ __device__ __forceinline__ void ring_body(
   const int team = warp / KS, kw = warp % KS;
   bool stuck = false;
   int t = 0;  // this warp's stage count
-  for (int unit = team, j = 0; unit < nunits; unit += TEAMS, ++j) {
-    const i64 gu = ubeg + unit, bi = gu / groups;
-    const i64 r0 = (gu - bi * groups) * RPT;
-    const int bb = (int)(bi - bfirst);
+  // the unit's batch bb (from the share's first) and its place ug in that batch, carried from unit to unit
+  int bb = 0, ug = (int)(ubeg - bfirst * groups) + team;
+  while (ug >= groups) ug -= groups, ++bb;
+  for (int unit = team, j = 0; unit < nunits; unit += TEAMS, ++j, ug += TEAMS) {
+    while (ug >= groups) ug -= groups, ++bb;
+    const i64 bi = bfirst + bb;
     float acc[RPT];
 #pragma unroll
     for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
@@ -1695,7 +1710,7 @@ __device__ __forceinline__ void ring_body(
       for (int r = 0; r < RPT; ++r) {
         u16 h;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(acc[r] * D::scale));
-        c[bi * c_bs + (r0 + r) * c_rs] = h;
+        c[bi * c_bs + ((i64)ug * RPT + r) * c_rs] = h;
       }
     }
   }
@@ -1786,9 +1801,15 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     return name, CUDA_SRC + wrapper
 
 
+def _ring_producers(cfg: CudaConfig) -> int:
+    """Producer warps of a ring config's block: one per 4 consumer warps (a producer lane issues a
+    stage's copies in about 70 instructions: benchmarks/NOTES.md, "The bulk-copy ring done right")."""
+    return -(-cfg.warps * cfg.ks // 4)
+
+
 def _ring_threads(cfg: CudaConfig) -> int:
-    """Threads of a ring config's block: its warps * ks consumer warps and the producer warp."""
-    return 32 * (cfg.warps * cfg.ks + 1)
+    """Threads of a ring config's block: its warps * ks consumer warps and its producer warps."""
+    return 32 * (cfg.warps * cfg.ks + _ring_producers(cfg))
 
 
 def _ring_kernel(cfg: CudaConfig, full: bool, plain: bool, probe: bool) -> tuple:
@@ -1800,7 +1821,8 @@ def _ring_kernel(cfg: CudaConfig, full: bool, plain: bool, probe: bool) -> tuple
     name = "_".join(["nvfp4_gemv", f"ring{cfg.ring}", f"rpt{cfg.rpt}", f"u{cfg.u}", f"w{cfg.warps}"]
                     + [f"ks{cfg.ks}"] * (cfg.ks > 1) + [cfg.decode.replace("-", "_"), f"minb{cfg.minb}"]
                     + ["probe"] * probe)
-    template = [cfg.rpt, cfg.u, cfg.warps, cfg.ks, cfg.ring, _enumerator("DEC_", cfg.decode), ("false", "true")[probe]]
+    template = [cfg.rpt, cfg.u, cfg.warps, cfg.ks, cfg.ring, _ring_producers(cfg), _enumerator("DEC_", cfg.decode),
+                ("false", "true")[probe]]
     body = (f"ring_body<{', '.join(map(str, template))}>(a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, "
             "sfa_bs, sfb_bs, c_rs, c_bs, zero, groups, batches);")
     wrapper = (f'extern "C" __global__ void __launch_bounds__({_ring_threads(cfg)}, {cfg.minb}) '

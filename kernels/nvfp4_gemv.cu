@@ -750,8 +750,11 @@ struct RingLayout {
 };
 
 // groups: units per batch (M / RPT); batches: L. The grid is gridDim.x persistent blocks of
-// 32 * (TEAMS * KS + 1) threads; the last warp is the producer.
-template <int RPT, int U, int TEAMS, int KS, int RING, int DECODE, bool PROBE>
+// 32 * (TEAMS * KS + NPW) threads: the consumer warps, then NPW producer warps, producer p
+// feeding the consumer warps p, p + NPW, ... (one lane issues a stage's copies in about 70
+// instructions: one producer per 4 consumer warps keeps them fed; benchmarks/NOTES.md, "The
+// bulk-copy ring done right").
+template <int RPT, int U, int TEAMS, int KS, int RING, int NPW, int DECODE, bool PROBE>
 __device__ __forceinline__ void ring_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
     const unsigned char* __restrict__ sfa, const unsigned char* __restrict__ sfb,
@@ -784,27 +787,37 @@ __device__ __forceinline__ void ring_body(
   if (nunits <= 0) return;
   const i64 bfirst = ubeg / groups;  // the first batch of the block's share
 
-  if (warp == NCW) {  // the producer
+  if (warp >= NCW) {  // a producer: one lane, as few instructions per stage as it can (no division)
     if (lane != 0) return;
     const unsigned long long policy = l2_first();
+    // batches back to back (the server's layout): unit gu's bytes at gu * RPT * (row stride)
+    const bool packed = batches == 1 || (a_bs == (i64)groups * RPT * a_rs && sfa_bs == (i64)groups * RPT * sfa_rs);
+    const i64 ua = RPT * a_rs, us = RPT * sfa_rs;
     const int rounds = ((nunits + TEAMS - 1) / TEAMS) * spw;  // stages of the busiest consumer warp
+    int j = 0, q = 0;  // round t: unit j of each team, the team's stage q of it
     for (int t = 0; t < rounds; ++t) {
       const int slot = t % RING;
       const u32 parity = ((t / RING) & 1) ^ 1;
-      const int j = t / spw, q = t - j * spw;
-      for (int w = 0; w < NCW; ++w) {
+      for (int w = warp - NCW; w < NCW; w += NPW) {
         const int unit = w / KS + j * TEAMS;
         if (unit >= nunits) break;  // and so for the warps after it
-        const i64 gu = ubeg + unit, bi = gu / groups;
-        const i64 r0 = (gu - bi * groups) * RPT;
+        const i64 gu = ubeg + unit;
+        i64 oa = gu * ua, os = gu * us;
+        if (!packed) {
+          const u32 bi = (u32)gu / (u32)groups, r0 = ((u32)gu - bi * groups) * RPT;
+          oa = bi * a_bs + r0 * a_rs;
+          os = bi * sfa_bs + r0 * sfa_rs;
+        }
         const u32 full = bars + 8 * (w * RING + slot), empty = bars + 8 * (NCW * RING + w * RING + slot);
         if (!mbar_wait(empty, parity)) return;  // a consumer is stuck: it writes NaN, stop feeding
         mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
-        const i64 ch0 = (i64)(w % KS + KS * q) * SEG;
-        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + bi * a_bs + r0 * a_rs + 16 * ch0, L::SLOT_A,
-                  full, policy);
-        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + bi * sfa_bs + r0 * sfa_rs + 2 * ch0,
-                  L::SLOT_S, full, policy);
+        const int ch0 = (w % KS + KS * q) * SEG;
+        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + oa + 16 * ch0, L::SLOT_A, full, policy);
+        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + os + 2 * ch0, L::SLOT_S, full, policy);
+      }
+      if (++q == spw) {
+        q = 0;
+        ++j;
       }
     }
     return;
@@ -829,10 +842,12 @@ __device__ __forceinline__ void ring_body(
   const int team = warp / KS, kw = warp % KS;
   bool stuck = false;
   int t = 0;  // this warp's stage count
-  for (int unit = team, j = 0; unit < nunits; unit += TEAMS, ++j) {
-    const i64 gu = ubeg + unit, bi = gu / groups;
-    const i64 r0 = (gu - bi * groups) * RPT;
-    const int bb = (int)(bi - bfirst);
+  // the unit's batch bb (from the share's first) and its place ug in that batch, carried from unit to unit
+  int bb = 0, ug = (int)(ubeg - bfirst * groups) + team;
+  while (ug >= groups) ug -= groups, ++bb;
+  for (int unit = team, j = 0; unit < nunits; unit += TEAMS, ++j, ug += TEAMS) {
+    while (ug >= groups) ug -= groups, ++bb;
+    const i64 bi = bfirst + bb;
     float acc[RPT];
 #pragma unroll
     for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
@@ -893,7 +908,7 @@ __device__ __forceinline__ void ring_body(
       for (int r = 0; r < RPT; ++r) {
         u16 h;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(acc[r] * D::scale));
-        c[bi * c_bs + (r0 + r) * c_rs] = h;
+        c[bi * c_bs + ((i64)ug * RPT + r) * c_rs] = h;
       }
     }
   }

@@ -40,8 +40,8 @@ def test_ring_configs_take_the_ring_rules():
     base = RINGS[16384]
     for bad, words in [(dict(lpr=8), "lpr 32"), (dict(v=2), "v 1"), (dict(bload=True), "defaults"),
                        (dict(kb=2), "defaults"), (dict(ki=True), "defaults"), (dict(minb=0), "minb in 1..8"),
-                       (dict(warps=15), "warps <= 14"), (dict(ks=4), "<= 31 consumer warps"),
-                       (dict(warps=32, ks=1), "<= 31 consumer warps"),
+                       (dict(warps=15), "warps <= 14"), (dict(ks=4), "<= 24 consumer warps"),
+                       (dict(warps=25, ks=1), "<= 24 consumer warps"),
                        (dict(rpt=9), "rpt <= 8"), (dict(ring=17), "0..16")]:
         assert words in base._replace(**bad).problem(), bad
 
@@ -65,8 +65,8 @@ def test_ring_fits_its_shapes_and_counts_units_of_rpt_rows():
 def test_ring_kernel_name_and_wrapper():
     name, source = submission.cuda_kernel(RINGS[16384], True, True)
     assert name == "nvfp4_gemv_ring2_rpt1_u8_w8_ks2_dp4a_sr2_minb1"
-    assert "__launch_bounds__(544, 1)" in source  # 8 teams x 2 warps + the producer
-    assert "ring_body<1, 8, 8, 2, 2, DEC_DP4A_SR2, false>(" in source and source.rstrip().endswith("}")
+    assert "__launch_bounds__(640, 1)" in source  # 8 teams x 2 warps + 4 producer warps
+    assert "ring_body<1, 8, 8, 2, 2, 4, DEC_DP4A_SR2, false>(" in source and source.rstrip().endswith("}")
     assert submission.cuda_kernel(RINGS[16384], True, True, probe=True)[0].endswith("_probe")
     for full, plain in ((False, True), (True, False)):
         with pytest.raises(ValueError, match="full and plain only"):
@@ -74,7 +74,7 @@ def test_ring_kernel_name_and_wrapper():
 
 
 def test_ring_grid_and_threads_without_a_device():
-    assert submission.cuda_grid(RINGS[2048], 7168, 4, None) == ((7168 // 2 * 4, 1, 1), 32 * 17)
+    assert submission.cuda_grid(RINGS[2048], 7168, 4, None) == ((7168 // 2 * 4, 1, 1), 32 * 20)
 
 
 # --------------------------------------------------------------------------- CPU: layout and partition
@@ -114,7 +114,7 @@ def test_ring_batches_per_block_against_a_brute_force(units, groups, blocks):
     assert submission._ring_batches(units, groups, blocks) == _brute_batches(units, groups, blocks)
 
 
-def _partition(units, blocks, teams, ks, spu, ring):
+def _partition(units, blocks, teams, ks, spu, ring, producers=2):
     """The kernel's index arithmetic in Python: per block, the producer's copies in issue order
     and each consumer warp's stages in consumption order, as (warp, slot, use, unit, stage)."""
     copies, consumed = [], []
@@ -125,13 +125,14 @@ def _partition(units, blocks, teams, ks, spu, ring):
             continue
         spw = spu // ks
         rounds = -(-n // teams) * spw
-        for t in range(rounds):
-            j, q = divmod(t, spw)
-            for w in range(teams * ks):
-                unit = w // ks + j * teams
-                if unit >= n:
-                    break
-                copies.append((blk, w, t % ring, t // ring, ubeg + unit, w % ks + ks * q))
+        for p in range(producers):
+            for t in range(rounds):
+                j, q = divmod(t, spw)
+                for w in range(p, teams * ks, producers):
+                    unit = w // ks + j * teams
+                    if unit >= n:
+                        break
+                    copies.append((blk, w, t % ring, t // ring, ubeg + unit, w % ks + ks * q))
         for w in range(teams * ks):
             t = 0
             for unit in range(w // ks, n, teams):
@@ -229,8 +230,9 @@ def test_gpu_ring_empty_blocks_do_not_strand_the_producer():
                c.stride(0), c.stride(2))
     units = m // cfg.rpt * l
     smem = submission.ring_smem(cfg, k, 1)
-    assert submission.cuda_driver().blocks_per_sm(fn, 32 * (cfg.warps * cfg.ks + 1), smem) >= 1
-    launch = submission._CudaLaunch(fn, (units + 24, 1, 1), 32 * (cfg.warps * cfg.ks + 1), scalars, None,
+    threads = submission._ring_threads(cfg)
+    assert submission.cuda_driver().blocks_per_sm(fn, threads, smem) >= 1
+    launch = submission._CudaLaunch(fn, (units + 24, 1, 1), threads, scalars, None,
                                     m // cfg.rpt, smem, l)
     c.fill_(float("nan"))
     launch(a, b, sfa, sfb, c)
