@@ -618,6 +618,7 @@ class _CudaFields(NamedTuple):
     gs: int = 0  # 0: a block per row group; > 0: a grid of gs blocks per SM walking the row groups (ks = kb = 1)
     ki: bool = False  # the K parts' steps interleaved (part p: steps p, p + ks * kb, ...), else contiguous ranges
     ring: int = 0  # > 0: the persistent bulk-copy ring, this many stages per consumer warp (see CudaConfig)
+    pw: int = 0  # the ring's producer warps per block (0: each consumer warp copies its own stages)
 
 
 def _cuda_named(fields: tuple) -> tuple:
@@ -784,9 +785,9 @@ _CUDA_RULES = (
                            or c.bload or c.gs or c.ki or c.load != _CudaFields._field_defaults["load"]),
      "ring > 0 takes lpr 32, v 1, pipe ptxas and kb, bsh, bload, gs, ki, load at their defaults"),
     (lambda c: c.ring and not 1 <= c.minb <= 8, "ring > 0 needs minb in 1..8 (its blocks per SM)"),
-    (lambda c: c.ring and (c.warps * c.ks > 24 or (c.ks > 1 and c.warps > 14)),
-     "ring > 0 needs warps * ks <= 24 consumer warps (producer warps beside them), and warps <= 14 teams where "
-     "ks > 1 (a named barrier per team)"),
+    (lambda c: not _int_in(c.pw, 0, 8) or (c.pw and not c.ring), "pw must be an integer in 0..8, and 0 without a ring"),
+    (lambda c: c.ring and (c.warps * c.ks + c.pw > 32 or (c.ks > 1 and c.warps > 14)),
+     "ring > 0 needs warps * ks + pw <= 32 warps, and warps <= 14 teams where ks > 1 (a named barrier per team)"),
     (lambda c: c.ring and c.rpt > 8, "ring > 0 needs rpt <= 8 (rows per stage)"),
 )
 
@@ -1553,9 +1554,9 @@ struct RingLayout {
 
 // groups: units per batch (M / RPT); batches: L. The grid is gridDim.x persistent blocks of
 // 32 * (TEAMS * KS + NPW) threads: the consumer warps, then NPW producer warps, producer p
-// feeding the consumer warps p, p + NPW, ... (one lane issues a stage's copies in about 70
-// instructions: one producer per 4 consumer warps keeps them fed; benchmarks/NOTES.md, "The
-// bulk-copy ring done right").
+// feeding the consumer warps p, p + NPW, ... through their empty barriers; NPW = 0: each consumer
+// warp's lane 0 copies the warp's own next stages, into the slot the warp has just read (no
+// producer, no empty barrier; benchmarks/NOTES.md, "The bulk-copy ring done right").
 template <int RPT, int U, int TEAMS, int KS, int RING, int NPW, int DECODE, bool PROBE>
 __device__ __forceinline__ void ring_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
@@ -1588,34 +1589,39 @@ __device__ __forceinline__ void ring_body(
   __syncthreads();
   if (nunits <= 0) return;
   const i64 bfirst = ubeg / groups;  // the first batch of the block's share
+  // The copies of consumer warp w's stage q of its team's unit j into its slot `slot`, completing on
+  // the slot's full barrier; as few instructions as it can (no division: batches back to back,
+  // the server's layout, put unit gu's bytes at gu * RPT * (row stride)).
+  const bool packed = batches == 1 || (a_bs == (i64)groups * RPT * a_rs && sfa_bs == (i64)groups * RPT * sfa_rs);
+  const i64 ua = RPT * a_rs, us = RPT * sfa_rs;
+  auto copy_stage = [&](int w, int j, int q, int slot, unsigned long long policy) {
+    const i64 gu = ubeg + w / KS + j * TEAMS;
+    i64 oa = gu * ua, os = gu * us;
+    if (!packed) {
+      const u32 bi = (u32)gu / (u32)groups, r0 = ((u32)gu - bi * groups) * RPT;
+      oa = bi * a_bs + r0 * a_rs;
+      os = bi * sfa_bs + r0 * sfa_rs;
+    }
+    const u32 full = bars + 8 * (w * RING + slot);
+    mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
+    const int ch0 = (w % KS + KS * q) * SEG;
+    bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + oa + 16 * ch0, L::SLOT_A, full, policy);
+    bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + os + 2 * ch0, L::SLOT_S, full, policy);
+  };
 
-  if (warp >= NCW) {  // a producer: one lane, as few instructions per stage as it can (no division)
+  if (NPW > 0 && warp >= NCW) {  // a producer: one lane
     if (lane != 0) return;
     const unsigned long long policy = l2_first();
-    // batches back to back (the server's layout): unit gu's bytes at gu * RPT * (row stride)
-    const bool packed = batches == 1 || (a_bs == (i64)groups * RPT * a_rs && sfa_bs == (i64)groups * RPT * sfa_rs);
-    const i64 ua = RPT * a_rs, us = RPT * sfa_rs;
     const int rounds = ((nunits + TEAMS - 1) / TEAMS) * spw;  // stages of the busiest consumer warp
     int j = 0, q = 0;  // round t: unit j of each team, the team's stage q of it
     for (int t = 0; t < rounds; ++t) {
       const int slot = t % RING;
       const u32 parity = ((t / RING) & 1) ^ 1;
       for (int w = warp - NCW; w < NCW; w += NPW) {
-        const int unit = w / KS + j * TEAMS;
-        if (unit >= nunits) break;  // and so for the warps after it
-        const i64 gu = ubeg + unit;
-        i64 oa = gu * ua, os = gu * us;
-        if (!packed) {
-          const u32 bi = (u32)gu / (u32)groups, r0 = ((u32)gu - bi * groups) * RPT;
-          oa = bi * a_bs + r0 * a_rs;
-          os = bi * sfa_bs + r0 * sfa_rs;
-        }
-        const u32 full = bars + 8 * (w * RING + slot), empty = bars + 8 * (NCW * RING + w * RING + slot);
+        if (w / KS + j * TEAMS >= nunits) break;  // and so for the warps after it
+        const u32 empty = bars + 8 * (NCW * RING + w * RING + slot);
         if (!mbar_wait(empty, parity)) return;  // a consumer is stuck: it writes NaN, stop feeding
-        mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
-        const int ch0 = (w % KS + KS * q) * SEG;
-        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + oa + 16 * ch0, L::SLOT_A, full, policy);
-        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + os + 2 * ch0, L::SLOT_S, full, policy);
+        copy_stage(w, j, q, slot, policy);
       }
       if (++q == spw) {
         q = 0;
@@ -1623,6 +1629,17 @@ __device__ __forceinline__ void ring_body(
       }
     }
     return;
+  }
+  // NPW = 0: each consumer warp feeds its own slots (lane 0): its first RING stages now, each later
+  // one into the slot it has just read. total: the warp's stages; (jn, qn): the next to copy.
+  const int total = warp / KS < nunits ? (nunits - 1 - warp / KS) / TEAMS * spw + spw : 0;
+  int jn = 0, qn = 0;
+  if (NPW == 0 && lane == 0) {
+    const unsigned long long policy = l2_first();
+    for (int s0 = 0; s0 < RING && s0 < total; ++s0) {
+      copy_stage(warp, jn, qn, s0, policy);
+      if (++qn == spw) qn = 0, ++jn;
+    }
   }
 
   // The consumers: b of each batch of the share prepared once, by all consumer warps together.
@@ -1684,7 +1701,13 @@ __device__ __forceinline__ void ring_body(
         for (int r = 0; r < RPT; ++r) acc[r] = accumulate(acc[r], sa[r * SEG + jc], ss[r * SEG + jc], bc, sb, T);
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty);
+      if (NPW > 0) {
+        if (lane == 0) mbar_arrive(empty);
+      } else if (lane == 0 && t + RING < total) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the slot's reads before its refill
+        copy_stage(warp, jn, qn, slot, l2_first());
+        if (++qn == spw) qn = 0, ++jn;
+      }
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
@@ -1801,15 +1824,9 @@ def cuda_kernel(cfg, full: bool, plain: bool, probe: bool = False) -> tuple:
     return name, CUDA_SRC + wrapper
 
 
-def _ring_producers(cfg: CudaConfig) -> int:
-    """Producer warps of a ring config's block: one per 4 consumer warps (a producer lane issues a
-    stage's copies in about 70 instructions: benchmarks/NOTES.md, "The bulk-copy ring done right")."""
-    return -(-cfg.warps * cfg.ks // 4)
-
-
 def _ring_threads(cfg: CudaConfig) -> int:
     """Threads of a ring config's block: its warps * ks consumer warps and its producer warps."""
-    return 32 * (cfg.warps * cfg.ks + _ring_producers(cfg))
+    return 32 * (cfg.warps * cfg.ks + cfg.pw)
 
 
 def _ring_kernel(cfg: CudaConfig, full: bool, plain: bool, probe: bool) -> tuple:
@@ -1819,9 +1836,9 @@ def _ring_kernel(cfg: CudaConfig, full: bool, plain: bool, probe: bool) -> tuple
         raise ValueError(f"cuda config {cfg!r}: the ring reads whole stages of a and the plain scales "
                          "(full and plain only)")
     name = "_".join(["nvfp4_gemv", f"ring{cfg.ring}", f"rpt{cfg.rpt}", f"u{cfg.u}", f"w{cfg.warps}"]
-                    + [f"ks{cfg.ks}"] * (cfg.ks > 1) + [cfg.decode.replace("-", "_"), f"minb{cfg.minb}"]
+                    + [f"ks{cfg.ks}"] * (cfg.ks > 1) + [f"pw{cfg.pw}", cfg.decode.replace("-", "_"), f"minb{cfg.minb}"]
                     + ["probe"] * probe)
-    template = [cfg.rpt, cfg.u, cfg.warps, cfg.ks, cfg.ring, _ring_producers(cfg), _enumerator("DEC_", cfg.decode),
+    template = [cfg.rpt, cfg.u, cfg.warps, cfg.ks, cfg.ring, cfg.pw, _enumerator("DEC_", cfg.decode),
                 ("false", "true")[probe]]
     body = (f"ring_body<{', '.join(map(str, template))}>(a, b, sfa, sfb, c, chunks, a_rs, a_bs, b_bs, sfa_rs, "
             "sfa_bs, sfb_bs, c_rs, c_bs, zero, groups, batches);")

@@ -751,9 +751,9 @@ struct RingLayout {
 
 // groups: units per batch (M / RPT); batches: L. The grid is gridDim.x persistent blocks of
 // 32 * (TEAMS * KS + NPW) threads: the consumer warps, then NPW producer warps, producer p
-// feeding the consumer warps p, p + NPW, ... (one lane issues a stage's copies in about 70
-// instructions: one producer per 4 consumer warps keeps them fed; benchmarks/NOTES.md, "The
-// bulk-copy ring done right").
+// feeding the consumer warps p, p + NPW, ... through their empty barriers; NPW = 0: each consumer
+// warp's lane 0 copies the warp's own next stages, into the slot the warp has just read (no
+// producer, no empty barrier; benchmarks/NOTES.md, "The bulk-copy ring done right").
 template <int RPT, int U, int TEAMS, int KS, int RING, int NPW, int DECODE, bool PROBE>
 __device__ __forceinline__ void ring_body(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b,
@@ -786,34 +786,39 @@ __device__ __forceinline__ void ring_body(
   __syncthreads();
   if (nunits <= 0) return;
   const i64 bfirst = ubeg / groups;  // the first batch of the block's share
+  // The copies of consumer warp w's stage q of its team's unit j into its slot `slot`, completing on
+  // the slot's full barrier; as few instructions as it can (no division: batches back to back,
+  // the server's layout, put unit gu's bytes at gu * RPT * (row stride)).
+  const bool packed = batches == 1 || (a_bs == (i64)groups * RPT * a_rs && sfa_bs == (i64)groups * RPT * sfa_rs);
+  const i64 ua = RPT * a_rs, us = RPT * sfa_rs;
+  auto copy_stage = [&](int w, int j, int q, int slot, unsigned long long policy) {
+    const i64 gu = ubeg + w / KS + j * TEAMS;
+    i64 oa = gu * ua, os = gu * us;
+    if (!packed) {
+      const u32 bi = (u32)gu / (u32)groups, r0 = ((u32)gu - bi * groups) * RPT;
+      oa = bi * a_bs + r0 * a_rs;
+      os = bi * sfa_bs + r0 * sfa_rs;
+    }
+    const u32 full = bars + 8 * (w * RING + slot);
+    mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
+    const int ch0 = (w % KS + KS * q) * SEG;
+    bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + oa + 16 * ch0, L::SLOT_A, full, policy);
+    bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + os + 2 * ch0, L::SLOT_S, full, policy);
+  };
 
-  if (warp >= NCW) {  // a producer: one lane, as few instructions per stage as it can (no division)
+  if (NPW > 0 && warp >= NCW) {  // a producer: one lane
     if (lane != 0) return;
     const unsigned long long policy = l2_first();
-    // batches back to back (the server's layout): unit gu's bytes at gu * RPT * (row stride)
-    const bool packed = batches == 1 || (a_bs == (i64)groups * RPT * a_rs && sfa_bs == (i64)groups * RPT * sfa_rs);
-    const i64 ua = RPT * a_rs, us = RPT * sfa_rs;
     const int rounds = ((nunits + TEAMS - 1) / TEAMS) * spw;  // stages of the busiest consumer warp
     int j = 0, q = 0;  // round t: unit j of each team, the team's stage q of it
     for (int t = 0; t < rounds; ++t) {
       const int slot = t % RING;
       const u32 parity = ((t / RING) & 1) ^ 1;
       for (int w = warp - NCW; w < NCW; w += NPW) {
-        const int unit = w / KS + j * TEAMS;
-        if (unit >= nunits) break;  // and so for the warps after it
-        const i64 gu = ubeg + unit;
-        i64 oa = gu * ua, os = gu * us;
-        if (!packed) {
-          const u32 bi = (u32)gu / (u32)groups, r0 = ((u32)gu - bi * groups) * RPT;
-          oa = bi * a_bs + r0 * a_rs;
-          os = bi * sfa_bs + r0 * sfa_rs;
-        }
-        const u32 full = bars + 8 * (w * RING + slot), empty = bars + 8 * (NCW * RING + w * RING + slot);
+        if (w / KS + j * TEAMS >= nunits) break;  // and so for the warps after it
+        const u32 empty = bars + 8 * (NCW * RING + w * RING + slot);
         if (!mbar_wait(empty, parity)) return;  // a consumer is stuck: it writes NaN, stop feeding
-        mbar_expect_tx(full, L::SLOT_A + L::SLOT_S);
-        const int ch0 = (w % KS + KS * q) * SEG;
-        bulk_copy(bars + L::A0 + (w * RING + slot) * L::SLOT_A, a + oa + 16 * ch0, L::SLOT_A, full, policy);
-        bulk_copy(bars + L::S0 + (w * RING + slot) * L::SLOT_S, sfa + os + 2 * ch0, L::SLOT_S, full, policy);
+        copy_stage(w, j, q, slot, policy);
       }
       if (++q == spw) {
         q = 0;
@@ -821,6 +826,17 @@ __device__ __forceinline__ void ring_body(
       }
     }
     return;
+  }
+  // NPW = 0: each consumer warp feeds its own slots (lane 0): its first RING stages now, each later
+  // one into the slot it has just read. total: the warp's stages; (jn, qn): the next to copy.
+  const int total = warp / KS < nunits ? (nunits - 1 - warp / KS) / TEAMS * spw + spw : 0;
+  int jn = 0, qn = 0;
+  if (NPW == 0 && lane == 0) {
+    const unsigned long long policy = l2_first();
+    for (int s0 = 0; s0 < RING && s0 < total; ++s0) {
+      copy_stage(warp, jn, qn, s0, policy);
+      if (++qn == spw) qn = 0, ++jn;
+    }
   }
 
   // The consumers: b of each batch of the share prepared once, by all consumer warps together.
@@ -882,7 +898,13 @@ __device__ __forceinline__ void ring_body(
         for (int r = 0; r < RPT; ++r) acc[r] = accumulate(acc[r], sa[r * SEG + jc], ss[r * SEG + jc], bc, sb, T);
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty);
+      if (NPW > 0) {
+        if (lane == 0) mbar_arrive(empty);
+      } else if (lane == 0 && t + RING < total) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the slot's reads before its refill
+        copy_stage(warp, jn, qn, slot, l2_first());
+        if (++qn == spw) qn = 0, ++jn;
+      }
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {

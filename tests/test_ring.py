@@ -25,10 +25,10 @@ _RING = dict(lpr=32, v=1, pipe="ptxas", minb=1)
 
 # One ring config per K the tests use: (M, K, L) -> config.
 RINGS = {
-    16384: Cfg(rpt=1, u=8, warps=8, ks=2, ring=2, decode="dp4a-sr2", **_RING),  # a row in 2 stages, 2 warps
-    7168: Cfg(rpt=1, u=7, warps=16, ring=2, decode="dp4a-sr2", **_RING),  # a whole row per stage
-    2048: Cfg(rpt=2, u=2, warps=16, ring=4, decode="dp4a-sr2", **_RING),  # two whole rows per stage
-    1024: Cfg(rpt=4, u=1, warps=4, ring=3, decode="dp4a-sr2", **_RING),  # four whole rows per stage
+    16384: Cfg(rpt=1, u=8, warps=8, ks=2, ring=2, pw=4, decode="dp4a-sr2", **_RING),  # a row in 2 stages, 2 warps
+    7168: Cfg(rpt=1, u=7, warps=16, ring=2, pw=3, decode="dp4a-sr2", **_RING),  # a whole row per stage
+    2048: Cfg(rpt=2, u=2, warps=16, ring=4, decode="dp4a-sr2", **_RING),  # two whole rows, warps feed themselves
+    1024: Cfg(rpt=4, u=1, warps=4, ring=3, pw=1, decode="dp4a-sr2", **_RING),  # four whole rows per stage
 }
 
 
@@ -40,8 +40,8 @@ def test_ring_configs_take_the_ring_rules():
     base = RINGS[16384]
     for bad, words in [(dict(lpr=8), "lpr 32"), (dict(v=2), "v 1"), (dict(bload=True), "defaults"),
                        (dict(kb=2), "defaults"), (dict(ki=True), "defaults"), (dict(minb=0), "minb in 1..8"),
-                       (dict(warps=15), "warps <= 14"), (dict(ks=4), "<= 24 consumer warps"),
-                       (dict(warps=25, ks=1), "<= 24 consumer warps"),
+                       (dict(warps=15), "warps <= 14"), (dict(ks=4), "+ pw <= 32 warps"),
+                       (dict(warps=29, ks=1), "+ pw <= 32 warps"), (dict(pw=9), "pw must be"),
                        (dict(rpt=9), "rpt <= 8"), (dict(ring=17), "0..16")]:
         assert words in base._replace(**bad).problem(), bad
 
@@ -64,7 +64,7 @@ def test_ring_fits_its_shapes_and_counts_units_of_rpt_rows():
 
 def test_ring_kernel_name_and_wrapper():
     name, source = submission.cuda_kernel(RINGS[16384], True, True)
-    assert name == "nvfp4_gemv_ring2_rpt1_u8_w8_ks2_dp4a_sr2_minb1"
+    assert name == "nvfp4_gemv_ring2_rpt1_u8_w8_ks2_pw4_dp4a_sr2_minb1"
     assert "__launch_bounds__(640, 1)" in source  # 8 teams x 2 warps + 4 producer warps
     assert "ring_body<1, 8, 8, 2, 2, 4, DEC_DP4A_SR2, false>(" in source and source.rstrip().endswith("}")
     assert submission.cuda_kernel(RINGS[16384], True, True, probe=True)[0].endswith("_probe")
@@ -74,7 +74,7 @@ def test_ring_kernel_name_and_wrapper():
 
 
 def test_ring_grid_and_threads_without_a_device():
-    assert submission.cuda_grid(RINGS[2048], 7168, 4, None) == ((7168 // 2 * 4, 1, 1), 32 * 20)
+    assert submission.cuda_grid(RINGS[2048], 7168, 4, None) == ((7168 // 2 * 4, 1, 1), 32 * 16)
 
 
 # --------------------------------------------------------------------------- CPU: layout and partition
@@ -114,7 +114,7 @@ def test_ring_batches_per_block_against_a_brute_force(units, groups, blocks):
     assert submission._ring_batches(units, groups, blocks) == _brute_batches(units, groups, blocks)
 
 
-def _partition(units, blocks, teams, ks, spu, ring, producers=2):
+def _partition(units, blocks, teams, ks, spu, ring, producers):
     """The kernel's index arithmetic in Python: per block, the producer's copies in issue order
     and each consumer warp's stages in consumption order, as (warp, slot, use, unit, stage)."""
     copies, consumed = [], []
@@ -144,8 +144,9 @@ def _partition(units, blocks, teams, ks, spu, ring, producers=2):
 
 @pytest.mark.parametrize("units, blocks, teams, ks, spu", [(7168, 132, 8, 2, 2), (128, 132, 16, 1, 1),
                                                           (768, 96, 4, 2, 4), (37, 5, 3, 3, 6), (3, 7, 2, 1, 1)])
-def test_ring_partition_copies_each_stage_once_for_the_warp_that_reads_it(units, blocks, teams, ks, spu):
-    copies, consumed = _partition(units, blocks, teams, ks, spu, ring=3)
+@pytest.mark.parametrize("producers", [1, 3])
+def test_ring_partition_copies_each_stage_once_for_the_warp_that_reads_it(units, blocks, teams, ks, spu, producers):
+    copies, consumed = _partition(units, blocks, teams, ks, spu, 3, producers)
     assert sorted(copies) == sorted(consumed)  # the same stages, each in the same warp's slot and use
     stages = sorted((unit, stage) for *_, unit, stage in copies)
     assert stages == [(u, s) for u in range(units) for s in range(spu)]  # every stage of every unit once
@@ -199,13 +200,15 @@ def _ring_ran(cfg, m, l):
 @pytest.mark.parametrize("decode", ["dp4a", "f16x2", "dp4a-sr", "dp4a-sr2"])
 @pytest.mark.parametrize("m, k, l", [(7168, 16384, 1), (4096, 7168, 8), (7168, 2048, 4), (256, 1024, 3)])
 def test_gpu_ring_every_decode_full_range(m, k, l, decode):
-    """Right on full-range data (all 256 byte values) with c poisoned, and the same bits on repeat;
+    """Right on full-range data (all 256 byte values) with c poisoned, and the same bits on repeat,
+    with producer warps and with consumer warps feeding themselves;
     4096x7168x8 and 7168x2048x4 on 132 SMs: shares that do not divide and span batches."""
     data = make_input(m, k, l, 21, "cuda", "full-range")
-    cfg = RINGS[k]._replace(decode=decode)
-    out = _check(data, cfg)
-    assert _ring_ran(cfg, m, l)
-    assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), "repeats differ"
+    for pw in (RINGS[k].pw, 0 if RINGS[k].pw else 2):  # producer warps, and warps that feed themselves
+        cfg = RINGS[k]._replace(decode=decode, pw=pw)
+        out = _check(data, cfg)
+        assert _ring_ran(cfg, m, l)
+        assert torch.equal(out.view(torch.int16), _run(data, cfg).view(torch.int16)), f"{cfg}: repeats differ"
 
 
 @requires_cuda
