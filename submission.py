@@ -595,9 +595,8 @@ _CUDA_DECODES = ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2")
 CUDA_LOADS = ("nc_no_allocate", "plain", "l1_evict_first", "cs", "no_allocate_l2_256b", "no_allocate_l2_evict_first",
               "no_allocate_l2_evict_first_256")
 # The order of a step's loads and arithmetic (enum Pipe): as ptxas schedules it; every load of a
-# before the arithmetic; b's loads too, beside a's; the next step's loads of a before this step's
-# arithmetic (two register buffers).
-CUDA_PIPES = ("ptxas", "a_first", "ab_first", "next")
+# before the arithmetic; b's loads too, beside a's.
+CUDA_PIPES = ("ptxas", "a_first", "ab_first")
 _CUDA_BOOLS = ("bsh", "bload", "ki")  # the fields that are bools (0 / 1 and "true" / "false" taken too)
 
 
@@ -767,7 +766,7 @@ _CUDA_RULES = (
     (lambda c: c.u % c.v, "v must divide u"),
     (lambda c: c.load not in CUDA_LOADS, f"load must be one of {', '.join(CUDA_LOADS)} (or its number 0-6)"),
     (lambda c: c.load == CUDA_LOADS[6] and c.v != 2, f"load {CUDA_LOADS[6]} needs v 2 (two chunks per 32-byte load)"),
-    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-3)"),
+    (lambda c: c.pipe not in CUDA_PIPES, f"pipe must be one of {', '.join(CUDA_PIPES)} (or its number 0-2)"),
     (lambda c: not _int_in(c.minb, 0), "minb must be an integer >= 0"),
     (lambda c: not isinstance(c.bsh, bool), "bsh must be a bool (or 0 / 1)"),
     (lambda c: c.bsh and c.lpr * c.u != 32, "bsh needs lpr * u = 32 (a step of 32 chunks, one per lane to prepare)"),
@@ -850,8 +849,7 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
-  PIPE_NEXT = 3       // the next step's loads of a issued before this step's arithmetic (two register buffers)
+  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
 };
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
@@ -1292,30 +1290,29 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  constexpr int NB = PIPE == PIPE_NEXT ? 2 : 1;  // register buffers of a step's loads
-  Q av[NB][RPT][U];
-  u32 sa[NB][RPT][U];
+  Q av[RPT][U];
+  u32 sa[RPT][U];
   // offset (in chunks) of the lane's u-th chunk from its first of the step: V adjacent chunks
   // per lane, LPR lanes side by side
   auto off = [&](int u) { return (u / V) * (LPR * V) + u % V; };
 
   // The step's loads of a and its scales: every one an immediate offset from the row's pointer.
-  auto load = [&](int p, int c0) {
+  auto load = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
-          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[p][i][u], av[p][i][u + 1 < U ? u + 1 : u]);  // V = 2
+          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[i][u], av[i][u + 1 < U ? u + 1 : u]);  // V = 2
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[p][i][u] = ld_scales16<SLOAD>(sq);
-          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<SLOAD>(sq);
-          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
+          if (V == 1) sa[i][u] = ld_scales16<SLOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<SLOAD>(sq);
+          else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
-          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[p][i][u] = 0u;
+          av[i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[i][u] = 0u;
         }
       }
       ap[i] += 16 * CSTRIDE;
@@ -1342,7 +1339,7 @@ __device__ __forceinline__ void gemv_body(
   // (no dependency on a's loads: on a short row the step's two round trips become one).
   Q bqs[PIPE == PIPE_AB_FIRST ? U : 1];
   u32 sbs[PIPE == PIPE_AB_FIRST ? U : 1];
-  auto compute = [&](int p, int c0, const unsigned char* bstep) {
+  auto compute = [&](int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
       u32 sbm;
@@ -1363,8 +1360,8 @@ __device__ __forceinline__ void gemv_body(
         load_b(bstep, ch, bq, sbv);
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
-                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
+                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
         continue;
       }
       B bc;
@@ -1382,27 +1379,12 @@ __device__ __forceinline__ void gemv_body(
         prep_b(bstep, ch, bc, sb);
       }
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[p][i][u], sa[p][i][u], bc, sb, T);
+      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
     }
   };
 
-  if (PIPE == PIPE_NEXT) {
-    // Two register buffers: a lane keeps the next step's loads of a in flight while it computes
-    // this step (twice the registers for a; a smaller step keeps them where one buffer was).
-    if (cbeg < cend) load(0, cbeg);
-    for (int c0 = cbeg; c0 < cend; c0 += 2 * CSTRIDE) {
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const int cs = c0 + p * CSTRIDE;
-        if (cs < cend) {
-          if (cs + CSTRIDE < cend) load(1 - p, cs + CSTRIDE);
-          compute(p, cs, bp);
-        }
-      }
-    }
-  }
-  for (int c0 = cbeg; PIPE != PIPE_NEXT && c0 < cend; c0 += CSTRIDE) {
-    load(0, c0);
+  for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
+    load(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -1418,10 +1400,10 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
+        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
       bstep = bp + (fold & zero);
     }
-    compute(0, c0, bstep);
+    compute(c0, bstep);
   }
   __shared__ float sh_r[KS > 1 ? KS : 1][KS > 1 ? BROWS : 1];
 #pragma unroll
@@ -1485,7 +1467,7 @@ __device__ __forceinline__ void gemv_body(
 // ---- The persistent bulk-copy ring (CudaConfig ring > 0; needs sm_90 or later).
 // A persistent grid (blocks per SM x the context's SMs, at most one block per unit): block i
 // reads an even share of the units (RPT consecutive rows of one batch, whole K), no K split
-// across blocks. One producer warp, whose elected lane issues two bulk copies per stage (a's
+// across blocks. NPW producer warps, each with one lane issuing two bulk copies per stage (a's
 // bytes and their plain scales, each contiguous: a stage is RPT whole rows, or one row's
 // segment of 32 U chunks) into a ring of RING slots per consumer warp, completing on the slot's
 // full barrier (expect_tx). The consumer warps form TEAMS teams of KS warps; a team takes every
@@ -2405,6 +2387,38 @@ CUDA_LEADERS = {
 }
 
 
+# The bulk-copy ring's families (CudaConfig ring > 0), timed by the tuner beside the register tiles
+# on compute capability >= 9.0 (the race decides, GPU by GPU): (bytes of a per stage, teams,
+# producer warps). A stage is whole rows where a row is at most that many bytes (as many rows as
+# fit, up to 8), else a row's segment of that many bytes; two slots per consumer warp, one block
+# per SM. Chosen on an H200 at full width and at 96 SMs (benchmarks/RESULTS.md, "The bulk-copy
+# ring (H200)"): 8 KB stages with 8 teams and 2 producer warps were the best ring at 96 SMs on
+# every shape; 4 KB stages with 16 teams and 4 producers the best at full width on 4096x7168x8.
+RING_FAMILIES = ((8192, 8, 2), (4096, 16, 4))
+
+
+def ring_config(m: int, k: int, stage: int, teams: int, producers: int, capability: tuple = (9, 0)):
+    """The ring config of one family for an m x k shape, or None where the ring cannot take it (K
+    not a multiple of 1024: a stage spans whole warps of 16-byte chunks; rows too long for
+    segments of that size)."""
+    chunks = k // 32
+    if chunks % 32 or capability < (9, 0):
+        return None
+    row = 16 * chunks
+    rpt, u = 1, chunks // 32
+    if row <= stage:
+        while rpt < 8 and 2 * rpt * row <= stage and m % (2 * rpt) == 0:
+            rpt *= 2
+    else:
+        u = stage // 512
+        if chunks % (32 * u):
+            return None
+    # b is prepared once into shared memory, as on the bsh tiles: their decode (fewest bytes of b to read back)
+    cfg = CudaConfig(lpr=32, rpt=rpt, u=u, warps=teams, decode=cuda_default_decode(capability, bsh=True), v=1,
+                     pipe="ptxas", minb=1, ring=2, pw=producers)
+    return cfg if cfg.fits(m, k) else None
+
+
 _PRESSURE_FAMILIES = 7  # the first families, the bsh tiles that won under SM pressure, timed first
 _TUNE_CANDIDATES = 9  # configs the tuner times per shape (before the compute capability 10.x extras): the
 # seven SM-pressure tiles and two of the GPU tables' (benchmarks/NOTES.md, "The cuda kernel at 96 SMs (an
@@ -2414,9 +2428,10 @@ _TUNE_CANDIDATES = 9  # configs the tuner times per shape (before the compute ca
 def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
     """What the tuner times for a shape (first: the default): the bsh tiles (SM pressure),
     what won on any GPU model for this shape (table entries, then retired ones), the families;
-    _TUNE_CANDIDATES that fit, and on compute capability 10.x an integer decode too on the top three (which
-    decode wins there is unmeasured), the 32-byte loads on those of the six with two chunks per
-    lane, and the public leaders' geometry for this K (CUDA_LEADERS)."""
+    _TUNE_CANDIDATES that fit, then the bulk-copy ring's families that fit (RING_FAMILIES, compute
+    capability >= 9.0), and on compute capability 10.x an integer decode too on the top three and
+    on the first ring (which decode wins there is unmeasured), the 32-byte loads on those of the six
+    with two chunks per lane, and the public leaders' geometry for this K (CUDA_LEADERS)."""
     cap = capability if isinstance(capability, tuple) else (9, 0)
     cands = [cuda_default(m, k, l, cap)]
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES[:_PRESSURE_FAMILIES]]
@@ -2425,7 +2440,10 @@ def _cuda_candidates(m: int, k: int, l: int, capability) -> list:
             cands.append(table[(m, k, l)]._replace(decode=None).with_decode(cap))
     cands += [f.with_decode(cap) for f in CUDA_FAMILIES]
     cands = [c for c in dict.fromkeys(cands) if c.fits(m, k)][:_TUNE_CANDIDATES]
+    rings = [r for f in RING_FAMILIES if (r := ring_config(m, k, *f, cap)) is not None]
+    cands += rings
     if cap[0] >= 10:
+        cands += [r._replace(decode="dp4a-sr2") for r in rings[:1]]  # which decode wins there is unmeasured
         cands += [c._replace(decode="dp4a-sr2" if c.bsh else "dp4a-sr") for c in cands[:3]]
         cands += [c._replace(load=_LD256) for c in cands[:6] if c.v == 2]  # the leaders' 32-byte loads
         cands += [c.with_decode(cap) for c in CUDA_LEADERS.get(k, ()) if c.fits(m, k)]
@@ -2458,7 +2476,8 @@ def _cuda_revision_probes() -> list:
     value (a bool), or a few small integers, where the result is a config the kernel takes."""
     base = CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="dp4a-sr2")
     names = {"decode": _CUDA_DECODES, "load": CUDA_LOADS, "pipe": CUDA_PIPES}
-    cfgs = [base]
+    ring = ring_config(7168, 16384, *RING_FAMILIES[0])
+    cfgs = [base, ring, ring._replace(pw=0), ring._replace(ks=2, u=8), ring._replace(rpt=2, u=8, ring=3)]
     for field, value in zip(base._fields, base, strict=True):
         alts = names.get(field) or ((not value,) if isinstance(value, bool) else (1, 2, 3, 2 * value + 2))
         cfgs += [c for c in (base._replace(**{field: alt}) for alt in alts) if not c.problem()]
@@ -2495,7 +2514,8 @@ def cuda_compile_variants() -> list:
     for m, k, l in _SMALL_SHAPES:
         for cap in ((9, 0), (10, 0)):
             cfgs.add(cuda_default(m, k, l, cap))
-    return [(cfg, full, plain) for cfg in sorted(cfgs) for full in (True, False) for plain in (True, False)]
+    return [(cfg, full, plain) for cfg in sorted(cfgs) for full in (True, False) for plain in (True, False)
+            if not cfg.ring or (full and plain)]  # a ring reads whole stages and the plain scales only
 
 
 register(Backend("cuda", cuda_supported, _cuda_run, config=CudaConfig, candidates=_cuda_candidates,

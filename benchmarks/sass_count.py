@@ -81,12 +81,15 @@ def disassemble(cfg: tuple, arch: str) -> tuple[str, str]:
     return sass, usage
 
 
-def k_loop(sass: str) -> list[str]:
+def k_loop(sass: str, ring: bool = False) -> list[str]:
     """The instructions of the largest backward-branch body that loads from global memory
     (address order), predicates dropped. The loads matter: with the K split (KS > 1) the epilogue
     that adds the parts' sums through shared memory is a larger loop than the K loop and loads
     nothing from global memory (taken for the K loop before 2026-11-25, it gave e.g. 55.25 instead
-    of 51.25 SASS per 16 B for a KS 4 B200 candidate)."""
+    of 51.25 SASS per 16 B for a KS 4 B200 candidate). ``ring``: a bulk-copy ring's consumer loop
+    instead, which reads a from shared memory: the smallest backward-branch body that waits on a
+    barrier (SYNCS) and reads 16-byte words of shared memory (LDS.128), i.e. one stage (with a
+    unit's sum and store where a stage is a whole unit)."""
     insns = [(int(m.group(1), 16), m.group(2)) for m in _INSN.finditer(sass)]
     best: list[str] = []
     for addr, text in insns:
@@ -95,8 +98,12 @@ def k_loop(sass: str) -> list[str]:
         target = _TARGET.search(text.split("BRA", 1)[1])
         if target and int(target.group(1), 16) < addr:
             body = [t for a, t in insns if int(target.group(1), 16) <= a <= addr]
-            loads = any(opcode(re.sub(r"^@!?U?P[T0-9]+\s+", "", t)) == "LDG" for t in body)
-            if loads and len(body) > len(best):
+            ops = [re.sub(r"^@!?U?P[T0-9]+\s+", "", t) for t in body]
+            if ring:
+                if (any(o.startswith("SYNCS.PHASECHK") for o in ops) and any(o.startswith("LDS.128") for o in ops)
+                        and (not best or len(body) < len(best))):
+                    best = body
+            elif any(opcode(o) == "LDG" for o in ops) and len(body) > len(best):
                 best = body
     return [re.sub(r"^@!?U?P[T0-9]+\s+", "", t) for t in best]
 
@@ -110,8 +117,8 @@ def count(cfg: tuple, arch: str) -> dict:
     "ops": {opcode: per 16 bytes}, "registers", "minimum", "over_minimum"}."""
     cfg = submission.CudaConfig.of(cfg)
     sass, usage = disassemble(cfg, arch)
-    body = k_loop(sass)
-    chunks = cfg.rpt * cfg.u  # chunks per lane and step
+    body = k_loop(sass, ring=bool(cfg.ring))
+    chunks = cfg.rpt * cfg.u  # chunks per lane and step (ring: and stage)
     ops = collections.Counter(opcode(t) for t in body)
     regs = re.search(r"REG:(\d+)", usage)
     per_chunk = len(body) / chunks

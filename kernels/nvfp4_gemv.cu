@@ -47,8 +47,7 @@ enum LoadA : int {
 enum Pipe : int {
   PIPE_PTXAS = 0,     // as ptxas schedules it (with launch bounds, minb > 0, it hoists the loads)
   PIPE_A_FIRST = 1,   // every load of a issued before the step's arithmetic (b's loads after)
-  PIPE_AB_FIRST = 2,  // b's loads of the step too, beside a's, before any arithmetic
-  PIPE_NEXT = 3       // the next step's loads of a issued before this step's arithmetic (two register buffers)
+  PIPE_AB_FIRST = 2   // b's loads of the step too, beside a's, before any arithmetic
 };
 // DECODE: how a group of 16 e2m1 values meets b's (submission.DECODES says what each is).
 enum DecodeId : int { DEC_DP4A = 0, DEC_F16X2 = 1, DEC_DP4A_SR = 2, DEC_DP4A_SR2 = 3 };
@@ -489,30 +488,29 @@ __device__ __forceinline__ void gemv_body(
   float acc[RPT];
 #pragma unroll
   for (int i = 0; i < RPT; ++i) acc[i] = 0.f;
-  constexpr int NB = PIPE == PIPE_NEXT ? 2 : 1;  // register buffers of a step's loads
-  Q av[NB][RPT][U];
-  u32 sa[NB][RPT][U];
+  Q av[RPT][U];
+  u32 sa[RPT][U];
   // offset (in chunks) of the lane's u-th chunk from its first of the step: V adjacent chunks
   // per lane, LPR lanes side by side
   auto off = [&](int u) { return (u / V) * (LPR * V) + u % V; };
 
   // The step's loads of a and its scales: every one an immediate offset from the row's pointer.
-  auto load = [&](int p, int c0) {
+  auto load = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = c0 + t * V + off(u);
         if (FULL || ch < chunks) {
-          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[p][i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
-          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[p][i][u], av[p][i][u + 1 < U ? u + 1 : u]);  // V = 2
+          if (LOAD != LD_NO_ALLOCATE_L2_EVICT_FIRST_256) av[i][u] = ld_a<LOAD>(ap[i] + 16 * off(u));
+          else if (u % 2 == 0) ld_a32(ap[i] + 16 * off(u), av[i][u], av[i][u + 1 < U ? u + 1 : u]);  // V = 2
           const unsigned char* sq = PLAIN ? sp[i] + 2 * off(u) : sp[i] + scale_col<false>(ch);
-          if (V == 1) sa[p][i][u] = ld_scales16<SLOAD>(sq);
-          else if (u % 2 == 0) sa[p][i][u] = ld_scales32<SLOAD>(sq);
-          else sa[p][i][u] = sa[p][i][u - 1] >> 16;
+          if (V == 1) sa[i][u] = ld_scales16<SLOAD>(sq);
+          else if (u % 2 == 0) sa[i][u] = ld_scales32<SLOAD>(sq);
+          else sa[i][u] = sa[i][u - 1] >> 16;
         } else {
-          av[p][i][u] = Q{{0u, 0u, 0u, 0u}};
-          sa[p][i][u] = 0u;
+          av[i][u] = Q{{0u, 0u, 0u, 0u}};
+          sa[i][u] = 0u;
         }
       }
       ap[i] += 16 * CSTRIDE;
@@ -539,7 +537,7 @@ __device__ __forceinline__ void gemv_body(
   // (no dependency on a's loads: on a short row the step's two round trips become one).
   Q bqs[PIPE == PIPE_AB_FIRST ? U : 1];
   u32 sbs[PIPE == PIPE_AB_FIRST ? U : 1];
-  auto compute = [&](int p, int c0, const unsigned char* bstep) {
+  auto compute = [&](int c0, const unsigned char* bstep) {
     if (BSH && !PROBE) {
       B mine;
       u32 sbm;
@@ -560,8 +558,8 @@ __device__ __forceinline__ void gemv_body(
         load_b(bstep, ch, bq, sbv);
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          acc[i] += (float)((av[p][i][u].w[0] ^ av[p][i][u].w[1] ^ av[p][i][u].w[2] ^ av[p][i][u].w[3]
-                             ^ sa[p][i][u] ^ bq.w[0] ^ sbv) & 1u);
+          acc[i] += (float)((av[i][u].w[0] ^ av[i][u].w[1] ^ av[i][u].w[2] ^ av[i][u].w[3]
+                             ^ sa[i][u] ^ bq.w[0] ^ sbv) & 1u);
         continue;
       }
       B bc;
@@ -579,27 +577,12 @@ __device__ __forceinline__ void gemv_body(
         prep_b(bstep, ch, bc, sb);
       }
 #pragma unroll
-      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[p][i][u], sa[p][i][u], bc, sb, T);
+      for (int i = 0; i < RPT; ++i) acc[i] = accumulate(acc[i], av[i][u], sa[i][u], bc, sb, T);
     }
   };
 
-  if (PIPE == PIPE_NEXT) {
-    // Two register buffers: a lane keeps the next step's loads of a in flight while it computes
-    // this step (twice the registers for a; a smaller step keeps them where one buffer was).
-    if (cbeg < cend) load(0, cbeg);
-    for (int c0 = cbeg; c0 < cend; c0 += 2 * CSTRIDE) {
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const int cs = c0 + p * CSTRIDE;
-        if (cs < cend) {
-          if (cs + CSTRIDE < cend) load(1 - p, cs + CSTRIDE);
-          compute(p, cs, bp);
-        }
-      }
-    }
-  }
-  for (int c0 = cbeg; PIPE != PIPE_NEXT && c0 < cend; c0 += CSTRIDE) {
-    load(0, c0);
+  for (int c0 = cbeg; c0 < cend; c0 += CSTRIDE) {
+    load(c0);
     if (PIPE == PIPE_AB_FIRST) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -615,10 +598,10 @@ __device__ __forceinline__ void gemv_body(
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int i = 0; i < RPT; ++i) fold ^= av[0][i][u].w[0] ^ sa[0][i][u];
+        for (int i = 0; i < RPT; ++i) fold ^= av[i][u].w[0] ^ sa[i][u];
       bstep = bp + (fold & zero);
     }
-    compute(0, c0, bstep);
+    compute(c0, bstep);
   }
   __shared__ float sh_r[KS > 1 ? KS : 1][KS > 1 ? BROWS : 1];
 #pragma unroll
@@ -682,7 +665,7 @@ __device__ __forceinline__ void gemv_body(
 // ---- The persistent bulk-copy ring (CudaConfig ring > 0; needs sm_90 or later).
 // A persistent grid (blocks per SM x the context's SMs, at most one block per unit): block i
 // reads an even share of the units (RPT consecutive rows of one batch, whole K), no K split
-// across blocks. One producer warp, whose elected lane issues two bulk copies per stage (a's
+// across blocks. NPW producer warps, each with one lane issuing two bulk copies per stage (a's
 // bytes and their plain scales, each contiguous: a stage is RPT whole rows, or one row's
 // segment of 32 U chunks) into a ring of RING slots per consumer warp, completing on the slot's
 // full barrier (expect_tx). The consumer warps form TEAMS teams of KS warps; a team takes every

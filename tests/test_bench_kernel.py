@@ -162,7 +162,7 @@ def test_gpu_device_times_raises_host_bound_when_every_round_stalls():
 @pytest.mark.parametrize("text, words", [
     ('{"4096x7168x8": [[8, 2, 4, 1, 3, 0, 2, 0, 16, 1]]}', "must be 1 or 2"),
     ('{"4096x7168x8": [[8, 2, 4, 1, 3, 1, 2, 0, 16, 1, 0]]}', "ks must be an integer >= 1"),
-    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 15 numbers"),
+    ('{"4096x7168x8": [[8, 2, "4"]]}', "cuda takes 5 to 17 numbers"),
     ('{"4096x7168x8": [{"lpr": 8, "rpt": 2, "u": 4, "warps": 1, "lanes": 2}]}', "unexpected keyword argument 'lanes'"),
     ('[1, 2]', "must hold {'MxKxL': [cuda config, ...]}"),
     ('{"4096x7168x8": [', "not a readable JSON file"),

@@ -203,7 +203,7 @@ def test_unknown_backend_name_raises(monkeypatch):
     ("NVFP4_GEMV_CONFIG", "triton=3,100,2,1", "must be powers of two"),
     ("NVFP4_GEMV_CONFIG", "garbage", "'garbage' is not cuda=... or triton=..."),
     ("NVFP4_GEMV_CONFIG", "scaled_mm=1", "'scaled_mm=1' is not cuda="),
-    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 15 numbers"),
+    ("NVFP4_GEMV_CONFIG", "cuda=32,2,1", "cuda takes 5 to 17 numbers"),
     ("NVFP4_GEMV_CONFIG", "cuda=3,2,1,1,2", "lpr (lanes per row) must be 2, 4, 8, 16 or 32"),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,1,1,2,2", "v must divide u"),
     ("NVFP4_GEMV_CONFIG", "cuda=32,2,2,1,3,1,2,0,1,1", "bsh needs lpr * u = 32"),
@@ -278,6 +278,12 @@ CUDA_BROKEN = [  # (fields that break exactly one rule of CUDA_BASE, that rule's
     (dict(gs=2, kb=2), "gs > 0 needs ks = kb = 1"),
     (dict(ki=2, ks=2), "ki must be a bool"),
     (dict(ki=True), "ki (interleaved K parts) needs K split in parts: ks * kb > 1"),
+    (dict(ring=17), "ring must be an integer in 0..16"),
+    (dict(ring=2, lpr=32, v=1, minb=1), "ring > 0 takes lpr 32, v 1, pipe ptxas"),
+    (dict(ring=2, lpr=32, v=1, pipe="ptxas"), "ring > 0 needs minb in 1..8"),
+    (dict(pw=2), "pw must be an integer in 0..8, and 0 without a ring"),
+    (dict(ring=2, lpr=32, v=1, pipe="ptxas", minb=1, warps=30, pw=4), "ring > 0 needs warps * ks + pw <= 32 warps"),
+    (dict(ring=2, lpr=32, v=1, pipe="ptxas", minb=1, rpt=9), "ring > 0 needs rpt <= 8"),
 ]
 
 
@@ -306,8 +312,8 @@ def test_loads_pipes_and_bools_by_number_are_the_named_config():
     numbered = submission.CudaConfig(8, 2, 4, 1, "dp4a-sr2", 1, 0, 0, 2, 1, 8, 1, 1)
     assert named == numbered and hash(named) == hash(numbered) and repr(named) == repr(numbered)
     assert (named.load, named.pipe, named.bsh, named.bload) == ("nc_no_allocate", "ptxas", True, True)
-    assert named.positional() == (8, 2, 4, 1, 3, 1, 0, 0, 2, 1, 8, 1, 1, 0, 0)
-    assert named._replace(ki=1).ki is True and named._replace(ki=1).positional()[-1] == 1
+    assert named.positional() == (8, 2, 4, 1, 3, 1, 0, 0, 2, 1, 8, 1, 1, 0, 0, 0, 0)
+    assert named._replace(ki=1).ki is True and named._replace(ki=1).positional()[14] == 1
     assert submission.CudaConfig.of(named.positional()) == named
     assert named._replace(load=6, pipe=2, bsh=0).load == "no_allocate_l2_evict_first_256"
     assert named._replace(load=6, pipe=2, bsh=0)[7:10] == ("ab_first", 2, False)
