@@ -567,3 +567,26 @@ def test_on_a_gpu_server_default_is_what_the_profiler_run_launches_on_an_untable
     assert record["backend_picks"] == {"4096x4096x2": name}
     if cfg is not None:
         assert set(record["configs"].values()) == {repr(cfg)}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_on_a_gpu_with_ncu_each_run_profiles_the_one_kernel_its_pick_names(tmp_path, capsys):
+    """The whole run on the kit's submission and the benchmark shapes, with Nsight Compute (skipped
+    without it, or without the right to read the counters): every run profiles one kernel per call,
+    each named with its config, and keeps its report."""
+    import shutil
+    if shutil.which("ncu") is None:
+        pytest.skip("needs Nsight Compute's ncu on the path")
+    code = ncu_profile.main([str(ROOT / "submission.py"), "--out", str(tmp_path / "p.ncu-rep")])
+    captured = capsys.readouterr()
+    if ncu_profile.PERMISSION_ERROR in captured.err:
+        pytest.skip("ncu may not read this GPU's performance counters here")
+    assert code == 0, captured.out + captured.err
+    runs = captured.err.count("the benchmark's pick (")
+    assert runs >= 1 and captured.out.count("report kept: ") == runs
+    counts = [line.split(": ", 1)[1] for line in captured.out.splitlines() if line.startswith("kernels profiled: ")]
+    assert counts and all(c.split(" for ")[0] == c.split(" for ")[1].split(" ")[0] for c in counts), counts
+    lines = [line for line in captured.out.splitlines() if line.startswith("  ") and "; case m: " in line]
+    assert len(lines) == 3 and all("not named" not in line and "where no table names the GPU" in line
+                                   for line in lines), lines
