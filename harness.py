@@ -28,6 +28,8 @@ every other name is private to this file):
   ``kernelguard_precheck``, ``precheck_file``;
 * the one loader of a submission file: ``load_submission``, ``KIT_OWN_FILES``, ``shadowed_files``,
   ``submission_import_problem`` (in the worker);
+* commands as records name them (from the kit's root, files by their path in the kit):
+  ``kit_path``, ``kit_command``;
 * test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
   ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
   ``gemv_bytes``, ``spec_line``, ``load_shapes``, ``test_file_text``, ``shape_set``, ``shape_cases``;
@@ -55,6 +57,7 @@ import math
 import multiprocessing
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -348,6 +351,49 @@ def submission_import_problem() -> str:
     except BaseException as exc:
         return _describe(exc, "importing the submission")
     return ""
+
+
+# =========================================================================== commands in records
+
+# What looks like a file among a command's arguments (besides anything with a folder in it).
+_FILE_SUFFIXES = (".json", ".py", ".md", ".png", ".csv", ".txt", ".log", ".ncu-rep")
+
+
+def kit_path(path: Path | str, output: bool = False) -> str:
+    """``path`` (relative to the current folder, or absolute) as a record names it: relative to
+    the kit's root where it is inside the kit; outside it, an ``output`` by its name alone (the
+    command, run again from the kit's root, writes it there) and anything else absolute (a file
+    the kit does not ship: such a command does not run from the kit)."""
+    full = Path(path).expanduser().resolve()
+    if full.is_relative_to(HERE):
+        return full.relative_to(HERE).as_posix() or "."
+    return full.name if output else str(full)
+
+
+def kit_command(program: list | tuple, argv: list | tuple, outputs: tuple = ()) -> str:
+    """The command line a record names, to be run from the kit's root: ``program`` (e.g.
+    ``["python3", "benchmarks/floor.py"]``), then ``argv`` with the value of each option in
+    ``outputs`` (``--json PATH`` or ``--json=PATH``) and each other argument that names an
+    existing file or folder and looks like a path (has a folder in it or a file suffix) written
+    by ``kit_path``: no folder of the machine that ran it, where the files are the kit's."""
+    def arg(value: str, output: bool) -> str:
+        looks = "/" in value or value.endswith(_FILE_SUFFIXES)
+        return kit_path(value, output) if output or (looks and Path(value).expanduser().exists()) else value
+
+    out, output_next = [], False
+    for a in map(str, argv):
+        if output_next:
+            out.append(arg(a, True))
+            output_next = False
+        elif a.startswith("--") and "=" in a:
+            option, _, value = a.partition("=")
+            out.append(f"{option}={arg(value, option in outputs)}")
+        elif a in outputs:
+            out.append(a)
+            output_next = True
+        else:
+            out.append(arg(a, False))
+    return shlex.join([*map(str, program), *out])
 
 
 # =========================================================================== test files

@@ -42,6 +42,7 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 ROOT = Path(__file__).resolve().parent.parent
 
 import ab  # noqa: E402
+import harness  # noqa: E402
 
 # The wrapper appended to a copy of the submission: custom_kernel, then a spin of CYCLES clock cycles.
 SLEEP_WRAPPER = """
@@ -180,7 +181,6 @@ def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles
     around custom_kernel and the spin, as eval.py times it), with the standard error."""
     import torch
 
-    import harness
     from utils import clear_l2_cache
     kernel = harness.load_submission(submission, keep=False).custom_kernel
     out = {}
@@ -237,6 +237,9 @@ def main(argv=None) -> int:
     work.mkdir(exist_ok=True)
     submission = Path(args.submission) if args.submission else ROOT / "submission.py"
     args.submission = repo_path(submission)  # as the record names it
+    args.out = harness.kit_path(out, output=True)
+    command = harness.kit_command(["python3", "benchmarks/ab_calibration.py"], sys.argv[1:] if argv is None else argv,
+                                  ("--out",))
     source = submission.read_text()
     t0 = time.monotonic()
 
@@ -263,7 +266,8 @@ def main(argv=None) -> int:
                           "verdict": row["verdict"], "estimated_ns": est, "ratio": row["ratio"],
                           "low": row["low"], "high": row["high"], "base_mean_us": row["base_mean_us"],
                           "in_harness_ns": in_harness.get(row["shape"])})
-    report = {"gpu": aa["gpu"], "versions": aa["versions"], "seconds": round(time.monotonic() - t0, 1),
+    report = {"command": command, "gpu": aa["gpu"], "versions": aa["versions"],
+              "seconds": round(time.monotonic() - t0, 1),
               "settings": vars(args), "aa": {"coverage": cov, "spread": spread(aa), "record": aa},
               "slowdown": {"extra_cycles": extra, "ns_per_cycle": [rate_before, rate_after], "known_ns": known_ns,
                            "rows": slow_rows, "record": slow},
@@ -278,6 +282,7 @@ def markdown(r: dict) -> str:
     s = r["settings"]
     lines = [f"# eval.py ab calibration on {r['gpu']['name']}", "",
              f"{r['versions']}; {r['seconds']} s in all; {s['repeats']} calls per file, shape and round.", "",
+             f"Command (on a CUDA machine, from the repository root): `{r.get('command', '?')}`", "",
              f"## (a) A/A: {s['aa_sets']} worker sets of {s['aa_rounds']} rounds, experiments of "
              f"{s['aa_sets_per_experiment']} sets; interval holds 1.0", "",
              "| shape | experiments | hold 1.0 | share | binomial s.e. | Wilson 95% |", "|---|---|---|---|---|---|"]

@@ -99,13 +99,15 @@ def main(argv=None) -> int:
         print("bench_configs.py needs a CUDA GPU; the grid is valid "
               f"({sum(len(c) for c in grid.values())} configs on {len(grid)} shapes)", file=sys.stderr)
         return 2
+    import harness
     import reference
     import submission
     from benchmarks.bench_kernel import check, check_cases, env_info
 
     sms = timing.context_sm_count()
-    info = {**env_info(), "context_sms": sms, "command": " ".join(["python3", "benchmarks/bench_configs.py"]
-                                                                  + list(sys.argv[1:] if argv is None else argv))}
+    info = {**env_info(), "context_sms": sms,
+            "command": harness.kit_command(["python3", "benchmarks/bench_configs.py"],
+                                           sys.argv[1:] if argv is None else argv, ("--json",))}
     print(json.dumps(info), flush=True)
     print(f"sms {sms}", flush=True)
     record = {"env": info, "shapes": {}}

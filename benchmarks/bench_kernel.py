@@ -283,6 +283,15 @@ def grid_configs(path: str) -> dict:
     return out
 
 
+OUTPUT_OPTIONS = ("--json", "--md", "--plot")  # the files a run writes
+
+
+def record_command(argv: list) -> str:
+    """This script's command line as its records name it, run from the kit's root: files by their
+    path in the kit, outputs outside it by their name (``harness.kit_command``)."""
+    return harness.kit_command(["python3", "benchmarks/bench_kernel.py"], argv, OUTPUT_OPTIONS)
+
+
 def b200_equivalent_sms(full_rows: list) -> tuple:
     """(N, bytes/s): the SM count at which this GPU's best full-width read bandwidth (bytes/s, the
     second item) per SM equals a B200's, rounded up to an even count (the green-context
@@ -296,7 +305,7 @@ def measure_roofline(args, argv: list) -> int:
     """The roofline run (--roofline, benchmarks/roofline.py's definitions; CUDA checked by the
     caller): prints the table, writes --json / --md / --plot; 0 if every result was right, else 1."""
     sub = current()
-    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + list(argv))
+    command = record_command(argv)
     info = env_info()
     print(json.dumps(info), flush=True)
     os.environ.pop(harness.ENV_BACKEND, None)  # auto: what custom_kernel picks itself
@@ -399,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         return measure_roofline(args, argv)
     if args.sms and args.sms_child < 0:
         return sms_main(args, argv)
-    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)
+    command = record_command(argv)
     info = env_info()
     if args.sms_child >= 0:
         info["context_sms"] = timing.context_sm_count()
@@ -640,6 +649,7 @@ def _sms_child(n: int, base: list) -> dict | None:
         if not out.exists():
             return {"sms": n, "error": f"the run on {n or 'all'} SMs exited {rc} without results", "rows": []}
         data = json.loads(out.read_text())
+    data["command"] = record_command([*base, "--sms-child", str(n)])  # without the temporary file
     data["sms"], data["rc"] = n, rc
     return data
 
@@ -666,7 +676,7 @@ def sms_main(args, argv: list) -> int:
         results.append(point)
     lines = sms_table(results)
     print("\n" + "\n".join(lines))
-    command = " ".join(["python3", "benchmarks/bench_kernel.py"] + argv)
+    command = record_command(argv)
     info = next((r["info"] for r in results if "info" in r), {})
     write_outputs(args, {"command": command, "points": results}, [
         "# SM-pressure benchmark", "",

@@ -40,7 +40,6 @@ import json
 import math
 import os
 import re
-import shlex
 import sys
 import time
 import traceback
@@ -723,7 +722,7 @@ def environment(argv: list[str]) -> dict:
     import triton
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-            "command": shlex.join(["python", "-m", "benchmarks.compare", *argv])}
+            "command": harness.kit_command(["python", "-m", "benchmarks.compare"], argv, ("--out",))}
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         meta.update(device=torch.cuda.get_device_name(0), capability=list(torch.cuda.get_device_capability(0)),

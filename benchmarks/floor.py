@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     import harness
     t0 = time.perf_counter()
     record = {"info": env_info(), "reps": args.reps,
-              "command": " ".join(["python3", "benchmarks/floor.py"] + (sys.argv[1:] if argv is None else argv))}
+              "command": harness.kit_command(["python3", "benchmarks/floor.py"],
+                                             sys.argv[1:] if argv is None else argv, ("--json",))}
     record.update(measure(args.reps, harness.shape_set(args.shapes)))
     record["seconds"] = round(time.perf_counter() - t0, 1)
     print("\n".join(report_lines(record)))

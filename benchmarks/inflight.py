@@ -78,6 +78,7 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 
 ROOT = Path(__file__).resolve().parent.parent
 
+import harness  # noqa: E402
 import submission  # noqa: E402
 from benchmarks import sass_count, timing  # noqa: E402
 from benchmarks.bench_kernel import B200_READ_BPS, B200_SMS  # noqa: E402
@@ -459,8 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     revision, date = submission.kernel_revision(), time.strftime("%Y-%m-%d")
     rows = table(gpus, lambda line: print(line, file=sys.stderr, flush=True))
-    command = "python3 benchmarks/inflight.py" + "".join(f" --latency {p}" for p in args.latency) + \
-        (f" --md {args.md}" if args.md else "") + (f" --json {args.json}" if args.json else "")
+    given = [a for p in args.latency for a in ("--latency", p)] + (["--md", args.md] if args.md else []) + \
+        (["--json", args.json] if args.json else [])
+    command = harness.kit_command(["python3", "benchmarks/inflight.py"], given, ("--md", "--json"))
     text = "\n".join(markdown(rows, gpus, revision, date, command)) + "\n"
     if args.md:
         Path(args.md).write_text(text)

@@ -26,7 +26,8 @@ Grids:
   K split (the tables' and the families') with a block per row group (gs 0) and with grids of
   1, 2, 4, 8 blocks per SM walking the row groups.
 
-Writes DIR/server_sweep_<grid>.json; prints the best configs per shape.
+Writes DIR/server_sweep_<grid>.json (with the command, run from the kit's root:
+``harness.kit_command``); prints the best configs per shape.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 
 import torch  # noqa: E402
 
+import harness  # noqa: E402
 import quant  # noqa: E402
 import reference  # noqa: E402
 import submission as S  # noqa: E402
@@ -143,7 +145,9 @@ def main(argv=None) -> int:
         S.cuda_load(dev, name, cubin)
     floor = timing.bare_launch_floor(50)
     big = timing.read_ceiling(1 << 30, 2, 10)
-    rec = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "grid": args.grid,
+    rec = {"command": harness.kit_command(["python3", "benchmarks/server_sweep.py"],
+                                          sys.argv[1:] if argv is None else argv, ("--out",)),
+           "device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "grid": args.grid,
            "rounds": args.rounds, "floor_us": statistics.median(floor), "read_bps": (1 << 30) / (big["us"] * 1e-6),
            "shapes": {}}
     print(f"floor {rec['floor_us']:.2f} us, read {rec['read_bps'] / 1e9:.0f} GB/s", flush=True)

@@ -141,7 +141,7 @@ def kernel_backends(sub) -> list:
 # the part with the least weight so far (ties: the lower part), so the parts are deterministic and
 # every collected test is in exactly one of them (tests/test_parts.py checks both).
 # Weights: estimated seconds per file on one H100 80GB HBM3 (torch 2.11, triton 3.6). The total is
-# the measured one: the whole suite took about four calls of 9 minutes on 2026-11-25
+# the measured one: the whole suite took four parts of about 9 minutes each on 2026-11-25
 # (benchmarks/history/2026-11-25-h100-f0455a2.md); its split among the
 # files is an estimate from what each file runs on a GPU (timed A/Bs, eval.py subprocesses,
 # kernel compiles), not a per-file measurement. A run with --part prints each file's measured

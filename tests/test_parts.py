@@ -94,14 +94,16 @@ def test_pytest_refuses_a_bad_part_before_collecting():
     assert "collected" not in proc.stdout
 
 
-# A stand-in for python3: says a CUDA GPU is there and records each command line instead of running it.
+# A stand-in for python3: says a CUDA GPU is there and records each command line instead of running it
+# (after GPU_RUN_SLEEP seconds, where that is set).
 FAKE_PYTHON = """#!/bin/sh
+[ -n "$GPU_RUN_SLEEP" ] && sleep "$GPU_RUN_SLEEP"
 echo "$*" >> "$GPU_RUN_CALLS"
 exit 0
 """
 
 
-def gpu_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def gpu_run(tmp_path: Path, *args: str, env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "python3"
@@ -110,6 +112,8 @@ def gpu_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, li
     calls = tmp_path / "calls.txt"
     calls.write_text("")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_RUN_CALLS": str(calls)}
+    env.pop("PART_BUDGET_S", None)
+    env.update(env_extra or {})
     proc = subprocess.run(["bash", str(ROOT / ".ci" / "gpu-run"), str(tmp_path / "out"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     # The first call is the CUDA check, the second the versions line.
@@ -150,6 +154,31 @@ def test_gpu_run_gpu_only_passes_the_selection_to_pytest(tmp_path):
     proc, calls = gpu_run(tmp_path / "whole", "--gpu-only")
     assert proc.returncode == 0, proc.stderr
     assert calls[0] == "-m pytest -q -rs -p no:cacheprovider --gpu-only"
+
+
+def test_gpu_run_a_part_has_no_budget_unless_part_budget_s_sets_one(tmp_path):
+    """Unset, every step of a part runs; with PART_BUDGET_S the part stops its steps once that many
+    seconds have passed (here 1 s, spent before the first step: every step is skipped, with a line)."""
+    (tmp_path / "free").mkdir()
+    proc, calls = gpu_run(tmp_path / "free", "--part", "bench")
+    assert proc.returncode == 0, proc.stderr
+    assert [b for b in BENCH if any(b in c for c in calls)] == BENCH
+    assert "budget" not in (tmp_path / "free" / "out" / "gpu-run-bench.log").read_text()
+    (tmp_path / "spent").mkdir()  # the stand-in python3 sleeps 2 s a call: the CUDA check spends the budget
+    proc, calls = gpu_run(tmp_path / "spent", "--part", "bench",
+                          env_extra={"PART_BUDGET_S": "1", "GPU_RUN_SLEEP": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert calls == []
+    log = (tmp_path / "spent" / "out" / "gpu-run-bench.log").read_text()
+    assert log.count("skipped: the part's budget of 1 s is spent") == len(BENCH)
+
+
+@pytest.mark.parametrize("budget", ["9m", "-1", "x"])
+def test_gpu_run_refuses_a_budget_that_is_not_whole_seconds_in_one_line(tmp_path, budget):
+    proc, calls = gpu_run(tmp_path, "--part", "1/2", env_extra={"PART_BUDGET_S": budget})
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "PART_BUDGET_S" in proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("args", [["--part", "0/4"], ["--part", "5/4"], ["--part", "x"], ["--part"]])

@@ -35,7 +35,7 @@ NOT_RUN = {  # command prefix -> why this test does not run it
 TIMEOUT_S = 300
 # Outside a git checkout (an unpacked archive): what the copy leaves out, the folders .gitignore names.
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info", "build",
-                                     ".venv", "venv", ".whl", ".gl")
+                                     ".venv", "venv")
 CUDA_WORDS = re.compile(r"needs? a CUDA GPU")
 # Commands on the CuTe DSL example need the DSL (the `cute` extra; CI installs it, the GPU machines lack it).
 CUTE_EXAMPLE = "examples/cute_gemv.py"
