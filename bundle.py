@@ -23,13 +23,14 @@ so that this file, and any copy of it, tells which side changed since then. A bl
 ``python3 eval.py bundle`` writes the copies of edited sources and the markers' hashes, and leaves
 the rest of submission.py as it is. Bundle never overwrites text it did not write: where a block
 was edited (or its side is unknown) it writes nothing and exits 1, with one line naming the file,
-the side that changed and the two ways on: ``--write-back`` copies each edited block into its
-source file (the edit kept; where the source changed too, only with ``--force``), ``--force``
-overwrites the copies from their files (the edit dropped). ``--check`` writes nothing and exits 1
-with one line naming the first difference (the file and its line, the line of submission.py, the
-side that changed, the command that mends it) or a marker whose hash is missing or stale. A file
-that a raw string cannot hold as it is (three double quotes, no newline at the end) or that the
-server would refuse (the forbidden word) is refused, saying why; so is such a block written back.
+the side that changed and the two ways on: ``--write-back`` copies each edited block (or one of
+unknown side) into its source file (the edit kept; where the source changed too, only with
+``--force``), ``--force`` overwrites the copies from their files (the edit dropped). ``--check``
+writes nothing and exits 1 with one line naming the first difference (the file and its line, the
+line of submission.py, the side that changed, the command that mends it) or a marker whose hash
+is missing or stale. A file that a raw string cannot hold as it is (three double quotes, no
+newline at the end) or that the server would refuse (the forbidden word) is refused, saying why;
+so is such a block written back.
 
 One function, ``state``, says how a submission file stands; ``kit_state`` asks it of the kit's
 own submission.py only (any other path is "not the kit's file": it is not compared with
@@ -389,13 +390,17 @@ def _plan(states: list[BlockState], write_back: bool, force: bool) -> tuple[dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog=COMMAND, description="The kit's sources (kernels/) copied into submission.py, each into a block whose "
+        "marker records the hash of the copy written: a block edited in submission.py is not overwritten, but "
+        "refused in one line saying the two ways on (--write-back, --force).")
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 with the first difference when a copy differs from its file or a "
                          "marker's hash is missing or stale")
     ap.add_argument("--write-back", action="store_true",
-                    help="copy each block edited in the submission into its source file (where the source changed "
-                         "too, only with --force); blocks whose source changed are written from it as usual")
+                    help="copy each block edited in the submission (or of unknown side) into its source file (where "
+                         "the source changed too, only with --force); blocks whose source changed are written from it "
+                         "as usual")
     ap.add_argument("--force", action="store_true",
                     help="overwrite blocks edited in the submission from their files (with --write-back: write "
                          "blocks back even where their source changed too)")

@@ -295,7 +295,8 @@ def human_main(argv: list[str]) -> int:
                "python eval.py ab BASE NEW [NEW ...]. "
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
                "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
-               "The kit's sources (kernels/) copied into submission.py: python eval.py bundle [--check]. "
+               "The kit's sources (kernels/) copied into submission.py: "
+               "python eval.py bundle [--check | --write-back] [--force]. "
                "Nsight Compute profile as the server takes it (a GPU and ncu): python eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
