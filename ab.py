@@ -8,7 +8,10 @@ installed (``harness.kernelguard_precheck``: a file it would reject fails; witho
 test mode on the official test shapes
 (``--check-shapes``), each file in its own long-lived worker process (``harness.Worker``). A file
 that fails gets one line and is not timed. Without CUDA the run stops there: one line says
-timing needs a CUDA GPU, exit 2.
+timing needs a CUDA GPU, exit 2. Each file runs as it is: the kit's own submission.py whose copies
+differ from kernels/ gets one ``warning:`` line naming the side that changed
+(``bundle.warn_if_out_of_sync``), and the record and the table name each file's kernel revision
+(its ``kernel_revision()``, or none) and ``bundle`` state (``bundle.kit_state``).
 
 Then each file's worker is warmed as eval.py warms one (``harness.warm_up``) and the rounds run.
 In a round every shape is timed once per file through eval.py's own timed loop
@@ -455,7 +458,8 @@ def format_report(record: dict) -> str:
     for f in record.get("files", []):
         state = "PASS" if f.get("passed") else f"FAIL: {f.get('error', '')}"
         lines.append(f"  {f['label']:<8} {f['path']}  sha256 {f['sha256'][:12]}  git {f.get('git') or '-'}  "
-                     f"backend {f.get('backend') or '-'}  {state}")
+                     f"backend {f.get('backend') or '-'}  kernel {f.get('kernel_revision') or 'none'}  "
+                     f"bundle: {f.get('bundle') or '-'}  {state}")
         for note in f.get("notes", []):
             lines.append(f"           note: {note}")
     for r in rounds:
@@ -526,8 +530,6 @@ def _usage_problem(args) -> str:
         problem = harness.submission_problem(Path(path))
         if problem:
             return problem
-    import bundle  # the standard library and harness only
-    bundle.refuse_if_stale(*args.files)  # the kit's own submission.py must hold its sources
     if args.rounds < 2:
         return f"--rounds must be at least 2 (an interval needs two rounds), got {args.rounds}"
     if args.workers < 1:
@@ -580,8 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return harness.EXIT_USAGE
+    import bundle  # the standard library and harness only
+    states = [s.state for s in bundle.warn_if_out_of_sync(*args.files)]  # each file runs as it is
     try:
-        return _run(args, cases)
+        return _run(args, cases, states)
     except KeyboardInterrupt:
         print("error: interrupted (Ctrl-C); no result", file=sys.stderr)
         return harness.EXIT_INTERRUPTED
@@ -591,19 +595,21 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _run(args, cases: dict) -> int:
+def _run(args, cases: dict, states: list | None = None) -> int:
     labels, pairs = labels_for(len(args.files), args.new_first)
     leaderboard = args.mode == "leaderboard"
     files = []
     guard_missing = not harness.kernelguard_precheck("").installed
     if guard_missing:
         _progress("[ab] the server's pre-check is not run: " + harness.Precheck(installed=False).summary())
-    for label, path in zip(labels, args.files, strict=True):
+    states = states or [None] * len(args.files)
+    for label, path, sync in zip(labels, args.files, states, strict=True):
         notes = harness.header_warnings(Path(path))
         if guard_missing:
             notes.append("the server's pre-check was not run: " + harness.Precheck(installed=False).summary())
         files.append({"label": label, "path": path, "sha256": sha256_of(Path(path)), "git": git_revision(Path(path)),
-                      "notes": notes, "passed": False, "error": "", "backend": ""})
+                      "kernel_revision": None, "bundle": sync, "notes": notes, "passed": False, "error": "",
+                      "backend": ""})
     workers = _new_workers(files, args)  # set 1 starts in file order
     try:
         return _checked_and_timed(args, cases, files, workers, pairs, leaderboard)
@@ -644,6 +650,8 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
     _progress(f"[ab] checking {len(files)} files on {len(cases['check'])} shapes ({args.check_shapes})")
     for f in files:
         f["error"], f["backend"] = check_file(workers[f["label"]], Path(f["path"]), cases["check"])
+        revision = harness.safe_call(workers[f["label"]], harness.submission_kernel_revision)
+        f["kernel_revision"] = revision if isinstance(revision, str) else None
         f["passed"] = not f["error"]
         print(f"{f['label']} {f['path']}: " + ("PASS" if f["passed"] else f"FAIL {f['error']}"), flush=True)
     if not _cuda_available():

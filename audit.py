@@ -54,6 +54,10 @@ gpu-mode/kernelbot pins, with its default profile; FAIL with the matched rules w
 reject the file, INFO with its classification and rules otherwise, and INFO with the install
 command where it is not installed). The deployment's own switch (``KERNELGUARD_ENABLED``),
 profile and configuration are not public: a file it passes here may still be refused there.
+
+The file is audited as it is, the one that would be uploaded: the kit's own submission.py whose
+copies differ from kernels/ gets one ``warning:`` line first, naming the side that changed
+(``bundle.warn_if_out_of_sync``).
 """
 
 from __future__ import annotations
@@ -471,7 +475,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return harness.EXIT_USAGE
     import bundle  # the standard library and harness only
-    bundle.refuse_if_stale(path)  # the kit's own submission.py must hold its sources
+    bundle.warn_if_out_of_sync(path)  # the file is audited as it is: the one that would be uploaded
     import torch
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     print(f"auditing {path} on {where}", file=sys.stderr, flush=True)

@@ -1,34 +1,54 @@
-"""The kit's sources copied into the upload file: ``python3 eval.py bundle [--check]``.
+"""The kit's sources copied into the upload file: ``python3 eval.py bundle [--check | --write-back] [--force]``.
 
 submission.py is the one file the server takes (it may import nothing of the kit), so it
 carries copies of the kit's source files, each in a marked block:
 
-    # >>> bundle kernels/nvfp4_gemv.cu (any words after the path)
+    # >>> bundle kernels/nvfp4_gemv.cu sha256=0123456789abcdef (any words after the hash)
     CUDA_SRC = r\"\"\"
     ... the file, line for line ...
     \"\"\"[1:]
     # <<< bundle
 
-The variable's value is the file's text. ``python3 eval.py bundle`` rewrites every block from its
-file (the lines between the assignment and the closing quotes; the rest of submission.py is
-left as it is), ``python3 eval.py bundle --check`` writes nothing and exits 1 with one line
-naming the first difference (the file and its line, the line of submission.py) when a copy and
-its file disagree. The files are the sources: edit them, then bundle. A file that a raw string
-cannot hold as it is (three double quotes, no newline at the end) or that the server would
-refuse (the forbidden word) is refused, saying why.
+The variable's value is the file's text, and submission.py runs that copy: nothing of kernels/
+is read when it runs. The marker's ``sha256=`` records the first 16 hex digits of the sha256 of
+the copy bundle last wrote (its lines, each ended by a newline: the text of the file it copied),
+so that this file, and any copy of it, tells which side changed since then. A block is
 
-``refuse_if_stale(path, ...)``: what the timing commands (eval.py, eval.py ab, eval.py audit,
-benchmarks/bench_kernel.py) call before they time the kit's own submission.py: where it is
-stale they exit with one line naming the command that fixes it. A submission given by any
-other path is timed as it is.
+* in sync: the copy is the file (a missing or stale hash in its marker is then just rewritten);
+* source edited: the copy is what bundle wrote and the file changed (the usual case);
+* block edited: the file is what bundle copied and the copy changed;
+* both edited: neither is what bundle wrote;
+* unknown: the copy differs from the file and its marker records no hash.
 
-Exit status: 0 done (or, with --check, every copy matches its file), 1 a copy differs (--check),
-2 the blocks or their files cannot be read or bundled (one line saying why).
+``python3 eval.py bundle`` writes the copies of edited sources and the markers' hashes, and leaves
+the rest of submission.py as it is. Bundle never overwrites text it did not write: where a block
+was edited (or its side is unknown) it writes nothing and exits 1, with one line naming the file,
+the side that changed and the two ways on: ``--write-back`` copies each edited block (or one of
+unknown side) into its source file (the edit kept; where the source changed too, only with
+``--force``), ``--force`` overwrites the copies from their files (the edit dropped). ``--check``
+writes nothing and exits 1 with one line naming the first difference (the file and its line, the
+line of submission.py, the side that changed, the command that mends it) or a marker whose hash
+is missing or stale. A file that a raw string cannot hold as it is (three double quotes, no
+newline at the end) or that the server would refuse (the forbidden word) is refused, saying why;
+so is such a block written back.
+
+One function, ``state``, says how a submission file stands; ``kit_state`` asks it of the kit's
+own submission.py only (any other path is "not the kit's file": it is not compared with
+kernels/). eval.py (test and timing modes), eval.py ab and eval.py audit run the file as it is, the
+file that would be uploaded, after one warning line where it differs (``warn_if_out_of_sync``), and
+eval.py's records name its state; the tools that write records (benchmarks/bench_kernel.py,
+benchmarks/bench_configs.py, benchmarks/apply_table.py, benchmarks/ab_calibration.py) refuse it
+in one line (``refuse_if_out_of_sync``), and .ci/gpu-run refuses to start where ``--check`` fails.
+
+Exit status: 0 done (or, with --check, every copy matches its file and its marker's hash), 1 a
+copy differs (--check) or a block was edited and nothing was written, 2 bad arguments, or the
+blocks or their files cannot be read or bundled (one line saying why).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -39,10 +59,20 @@ import harness  # the server's upload rules (standard library only at the top)
 ROOT = Path(__file__).resolve().parent
 SUBMISSION = ROOT / "submission.py"
 COMMAND = "python3 eval.py bundle"
+HASH_DIGITS = 16  # hex digits of the sha256 a marker records
 _OPEN = re.compile(r"^# >>> bundle (\S+)")
+_RECORDED = re.compile(r"^ sha256=(\S*)")  # right after the path
 _CLOSE = "# <<< bundle"
 _HEAD = re.compile(r'^[A-Za-z_]\w* = r"""$')
 _TAIL = '"""[1:]'
+
+IN_SYNC = "in sync"
+SOURCE_EDITED = "source edited"
+BLOCK_EDITED = "block edited"
+BOTH_EDITED = "both edited"
+UNKNOWN = "unknown"
+NOT_KIT = "not the kit's file"
+STATES = (IN_SYNC, SOURCE_EDITED, BLOCK_EDITED, BOTH_EDITED, UNKNOWN, NOT_KIT)
 
 
 class BundleError(ValueError):
@@ -50,16 +80,56 @@ class BundleError(ValueError):
 
 
 class Block(NamedTuple):
-    """One marked block of submission.py: the source file it copies (relative to the kit's root)
-    and its line numbers (0-based): the marker, the first and the last line of the copy (the
-    copy is ``lines[first:end]``)."""
+    """One marked block of submission.py: the source file it copies (relative to the kit's root),
+    its line numbers (0-based: the marker, the first and the last line of the copy, which is
+    ``lines[first:end]``) and the hash its marker records (None: none, or not 16 hex digits)."""
     path: str
     marker: int
     first: int
     end: int
+    recorded: str | None = None
 
 
-def blocks(text: str) -> list[Block]:
+class BlockState(NamedTuple):
+    """A block, its state (one of ``STATES``), its copy's lines and its file's."""
+    block: Block
+    state: str
+    have: list
+    want: list
+
+
+class Sync(NamedTuple):
+    """How a submission file stands: ``state`` (one of ``STATES``; of several blocks out of sync,
+    the one state they share, else "both edited" where each side changed somewhere, else
+    "unknown") and ``why``, '' when in sync or not the kit's file, else one line: the first
+    block out of sync (an edited block before an edited source), the side that changed and the
+    command that mends it."""
+    state: str
+    why: str
+
+
+def digest(lines: list) -> str:
+    """What a marker records of a copy: the first 16 hex digits of the sha256 of its lines, each
+    ended by a newline (the text of the file it copies)."""
+    return hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()[:HASH_DIGITS]
+
+
+def _recorded(rest: str) -> str | None:
+    match = _RECORDED.match(rest)
+    value = match.group(1) if match else ""
+    return value if re.fullmatch(f"[0-9a-f]{{{HASH_DIGITS}}}", value) else None
+
+
+def marker_line(line: str, path: str, value: str) -> str:
+    """A block's marker ``line`` recording ``value`` (the hash of the path, replacing any it
+    records); the words after it are kept."""
+    head = f"# >>> bundle {path}"
+    rest = line[len(head):]
+    match = _RECORDED.match(rest)
+    return f"{head} sha256={value}{rest[match.end():] if match else rest}"
+
+
+def blocks(text: str, name: str = "submission.py") -> list[Block]:
     """The marked blocks of a submission's text, in order; raises BundleError for a malformed one."""
     lines = text.splitlines()
     out = []
@@ -68,138 +138,323 @@ def blocks(text: str) -> list[Block]:
         match = _OPEN.match(lines[i])
         if not match:
             if lines[i].startswith(_CLOSE):
-                raise BundleError(f"line {i + 1}: '{_CLOSE}' without a '# >>> bundle PATH' line before it")
+                raise BundleError(f"{name} line {i + 1}: '{_CLOSE}' without a '# >>> bundle PATH' line before it")
             i += 1
             continue
         if i + 1 >= len(lines) or not _HEAD.match(lines[i + 1]):
-            raise BundleError(f'line {i + 2}: a bundle block starts with NAME = r""" after its marker')
+            raise BundleError(f'{name} line {i + 2}: a bundle block starts with NAME = r""" after its marker')
         end = next((j for j in range(i + 2, len(lines)) if lines[j] == _TAIL), None)
         if end is None or end + 1 >= len(lines) or lines[end + 1] != _CLOSE:
-            raise BundleError(f"line {i + 1}: the block of {match.group(1)} does not end with the lines "
+            raise BundleError(f"{name} line {i + 1}: the block of {match.group(1)} does not end with the lines "
                               f"'{_TAIL}' and '{_CLOSE}'")
-        out.append(Block(match.group(1), i, i + 2, end))
+        out.append(Block(match.group(1), i, i + 2, end, _recorded(lines[i][match.end():])))
         i = end + 2
     return out
 
 
-def source_lines(path: str, root: Path = ROOT, named_at: int | None = None) -> list[str]:
+def _os_why(exc: Exception) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def _text_problem(path: str, text: str) -> str:
+    """'' when a block can hold ``text`` as it is and the server would take the file that holds
+    it, else why not, in one line."""
+    if '"""' in text:
+        return f'{path} holds three double quotes ("""), which would end its copy early'
+    if text and not text.endswith("\n"):
+        return f"{path} does not end with a newline"
+    for number, line in enumerate(text.splitlines(), 1):
+        if harness.FORBIDDEN_WORD in line.lower():
+            return (f"{path} line {number} holds the word {harness.FORBIDDEN_WORD!r} (any case): the server would "
+                    "refuse the upload file that copies it")
+    return ""
+
+
+def source_lines(path: str, root: Path = ROOT, named_at: int | None = None, name: str = "submission.py") -> list[str]:
     """The lines of a block's source file; raises BundleError where a raw string cannot hold it as it
     is, or where the server would refuse the file that holds it."""
-    where = f" (named at submission.py line {named_at + 1})" if named_at is not None else ""
+    where = f" (named at {name} line {named_at + 1})" if named_at is not None else ""
     try:
         text = (root / path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BundleError(f"{path}{where} cannot be read: {exc}") from None
-    if '"""' in text:
-        raise BundleError(f'{path} holds three double quotes ("""), which would end its copy early')
-    if text and not text.endswith("\n"):
-        raise BundleError(f"{path} does not end with a newline")
-    for number, line in enumerate(text.splitlines(), 1):
-        if harness.FORBIDDEN_WORD in line.lower():
-            raise BundleError(f"{path} line {number} holds the word {harness.FORBIDDEN_WORD!r} (any case): the "
-                              "server would refuse the upload file that copies it")
+        raise BundleError(f"{path}{where} cannot be read: {_os_why(exc)}") from None
+    problem = _text_problem(path, text)
+    if problem:
+        raise BundleError(problem)
     return text.splitlines()
 
 
-def bundled(text: str, root: Path = ROOT) -> str:
-    """``text`` with every block's copy rewritten from its file."""
-    lines = text.splitlines()
-    found = blocks(text)
-    if not found:
-        raise BundleError("submission.py has no '# >>> bundle PATH' block")
-    for block in reversed(found):
-        lines[block.first:block.end] = source_lines(block.path, root, block.marker)
-    return "\n".join(lines) + "\n"
+def _state(have: list, want: list, recorded: str | None) -> str:
+    if have == want:
+        return IN_SYNC
+    if recorded is None:
+        return UNKNOWN
+    if digest(have) == recorded:
+        return SOURCE_EDITED
+    if digest(want) == recorded:
+        return BLOCK_EDITED
+    return BOTH_EDITED
 
 
-def first_difference(text: str, root: Path = ROOT, name: str = "submission.py") -> str:
-    """'' when every block of ``text`` copies its file as it is, else the first difference, in one line."""
-    found = blocks(text)
+def block_states(text: str, root: Path = ROOT, name: str = "submission.py") -> list[BlockState]:
+    """Every block of ``text`` with its state, its copy's lines and its file's (the files beside
+    the submission, under ``root``); raises BundleError where they cannot be read."""
+    found = blocks(text, name)
     if not found:
-        return f"{name} has no '# >>> bundle PATH' block"
+        raise BundleError(f"{name} has no '# >>> bundle PATH' block")
     lines = text.splitlines()
+    out = []
     for block in found:
-        want = source_lines(block.path, root, block.marker)
+        want = source_lines(block.path, root, block.marker, name)
         have = lines[block.first:block.end]
-        for i, (a, b) in enumerate(zip(have, want, strict=False)):
-            if a != b:
-                return (f"{block.path} line {i + 1} differs from its copy in {name} (line {block.first + i + 1}): "
-                        f"run `{COMMAND}`")
-        if len(have) != len(want):
-            n = min(len(have), len(want))
-            more = "more" if len(want) > len(have) else "fewer"
-            return (f"{block.path} has {more} lines than its copy in {name} (from line {n + 1}, {name} line "
-                    f"{block.first + n + 1}): run `{COMMAND}`")
+        out.append(BlockState(block, _state(have, want, block.recorded), have, want))
+    return out
+
+
+def _difference(item: BlockState, name: str) -> str:
+    """Where a copy first differs from its file, in words."""
+    block, have, want = item.block, item.have, item.want
+    for i, (a, b) in enumerate(zip(have, want, strict=False)):
+        if a != b:
+            return f"{block.path} line {i + 1} differs from its copy in {name} (line {block.first + i + 1})"
+    n = min(len(have), len(want))
+    more = "more" if len(want) > len(have) else "fewer"
+    return (f"{block.path} has {more} lines than its copy in {name} (from line {n + 1}, {name} line "
+            f"{block.first + n + 1})")
+
+
+def _side(item: BlockState, name: str) -> str:
+    return {SOURCE_EDITED: f"{item.block.path} changed since bundle wrote the copy",
+            BLOCK_EDITED: f"the copy was edited in {name} since bundle wrote it",
+            BOTH_EDITED: f"both {item.block.path} and the copy changed since bundle wrote it",
+            UNKNOWN: "the marker records no hash, so which side changed is unknown"}[item.state]
+
+
+def _ways(item: BlockState, suffix: str) -> str:
+    """The commands that mend a block out of sync (``suffix``: ' --submission PATH' for a file
+    other than the kit's)."""
+    command, path = COMMAND + suffix, item.block.path
+    if item.state == SOURCE_EDITED:
+        return f"run `{command}`"
+    if item.state == BOTH_EDITED:
+        return (f"`{command} --write-back --force` copies the block into {path} (that file's changes lost), "
+                f"`{command} --force` overwrites the block from {path} (the block's edit lost)")
+    return f"`{command} --write-back` copies the block into {path}, `{command} --force` overwrites it from {path}"
+
+
+def _line(item: BlockState, name: str, suffix: str) -> str:
+    return f"{_difference(item, name)}: {_side(item, name)}; {_ways(item, suffix)}"
+
+
+def _combined(states: set) -> str:
+    if len(states) == 1:
+        return next(iter(states))
+    if states <= {SOURCE_EDITED, BLOCK_EDITED, BOTH_EDITED}:
+        return BOTH_EDITED
+    return UNKNOWN
+
+
+def describe(text: str, root: Path = ROOT, name: str = "submission.py", suffix: str = "") -> Sync:
+    """How the blocks of ``text`` stand against their files under ``root`` (``suffix``: see
+    ``_ways``); raises BundleError where they cannot be read."""
+    out = [item for item in block_states(text, root, name) if item.state != IN_SYNC]
+    if not out:
+        return Sync(IN_SYNC, "")
+    first = min(out, key=lambda item: item.state == SOURCE_EDITED)  # an edited block before an edited source
+    return Sync(_combined({item.state for item in out}), _line(first, name, suffix))
+
+
+def _is_kit(path) -> bool:
+    try:
+        return Path(path).resolve() == SUBMISSION.resolve()
+    except OSError:
+        return False
+
+
+def _suffix(path, given: str | None = None) -> str:
+    return "" if _is_kit(path) else f" --submission {given or path}"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleError(f"{path}: {_os_why(exc)}") from None
+
+
+def state(path: Path | str, root: Path | None = None) -> Sync:
+    """How the submission file at ``path`` stands against the sources beside it (the paths of its
+    blocks are relative to its folder, or to ``root``); a file or block that cannot be read is
+    "unknown", saying why."""
+    path = Path(path)
+    try:
+        return describe(_read(path), root or path.resolve().parent, path.name, _suffix(path))
+    except BundleError as exc:
+        return Sync(UNKNOWN, str(exc))
+
+
+def kit_state(path: Path | str) -> Sync:
+    """``state`` of the kit's own submission.py; "not the kit's file" for any other path."""
+    return state(path) if _is_kit(path) else Sync(NOT_KIT, "")
+
+
+def warn_if_out_of_sync(*paths) -> list[Sync]:
+    """One ``warning:`` line on stderr for each of ``paths`` that is the kit's own submission.py
+    and differs from its sources (it runs as it is: its copies are the file that would be
+    uploaded); the states of ``paths``, in order."""
+    found = [kit_state(path) for path in paths]
+    for item in found:
+        if item.why:
+            print(f"warning: the kit's submission.py runs its own copies, which differ from its sources: {item.why}",
+                  file=sys.stderr, flush=True)
+    return found
+
+
+def refuse_if_out_of_sync(*paths, tool: str) -> None:
+    """Exit (status 2, one line on stderr) where one of ``paths`` is the kit's own submission.py
+    and differs from its sources: ``tool`` writes records, each of which names one kernel."""
+    for path in paths:
+        item = kit_state(path)
+        if item.why:
+            print(f"error: {tool} writes records of the kit's submission.py only while its copies match their "
+                  f"sources, and they differ: {item.why}", file=sys.stderr)
+            raise SystemExit(2)
+
+
+def _marker_problem(text: str, name: str, suffix: str) -> str:
+    lines = text.splitlines()
+    for block in blocks(text, name):
+        if block.recorded != digest(lines[block.first:block.end]):
+            what = "no hash" if block.recorded is None else "a stale hash"
+            return (f"{name} line {block.marker + 1}: the marker of {block.path} records {what} of its copy: run "
+                    f"`{COMMAND + suffix}` (it rewrites the marker)")
     return ""
+
+
+def check_problem(text: str, root: Path = ROOT, name: str = "submission.py", suffix: str = "") -> str:
+    """'' when every block of ``text`` is its file and its marker records its hash (what
+    ``--check`` passes), else the first thing that is not so, in one line; raises BundleError
+    where the blocks or their files cannot be read."""
+    return describe(text, root, name, suffix).why or _marker_problem(text, name, suffix)
 
 
 def check(path: Path | str = SUBMISSION) -> str:
-    """'' when the submission file at ``path`` matches its sources (the paths of its blocks are
-    relative to its folder), else why not, in one line."""
+    """``check_problem`` of the submission file at ``path`` (the paths of its blocks are relative
+    to its folder): '' when it passes, else why not, in one line."""
     path = Path(path)
     try:
-        return first_difference(path.read_text(encoding="utf-8"), path.resolve().parent, path.name)
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"{path} cannot be read: {exc}"
+        return check_problem(_read(path), path.resolve().parent, path.name, _suffix(path))
     except BundleError as exc:
-        return f"{path.name}: {exc}"
+        return str(exc)
 
 
-def stale_problem(*paths) -> str:
-    """'' unless one of ``paths`` is the kit's own submission.py and its copies differ from the
-    kit's sources; then why, in one line naming the command that fixes it."""
-    for path in paths:
-        try:
-            own = Path(path).resolve() == SUBMISSION.resolve()
-        except OSError:
-            own = False
-        if own:
-            why = check(path)
-            if why:
-                return (f"the kit's submission.py is stale ({why.replace(f': run `{COMMAND}`', '')}): "
-                        f"run `{COMMAND}` first (a copy of the file, given by its path, is timed as it is)")
-    return ""
+def first_difference(text: str, root: Path = ROOT, name: str = "submission.py") -> str:
+    """'' when every block of ``text`` copies its file as it is, else the first difference, in one
+    line (with the side that changed and the command that mends it)."""
+    if not blocks(text, name):
+        return f"{name} has no '# >>> bundle PATH' block"
+    return describe(text, root, name).why
 
 
-def refuse_if_stale(*paths) -> None:
-    """Exit (status 2, one line on stderr) where one of ``paths`` is the kit's own submission.py
-    and it is stale; return otherwise."""
-    why = stale_problem(*paths)
-    if why:
-        print(f"error: {why}", file=sys.stderr)
-        raise SystemExit(2)
+def bundled(text: str, root: Path = ROOT, name: str = "submission.py") -> str:
+    """``text`` with every block's copy rewritten from its file and its marker recording the
+    copy's hash (what ``--force`` writes)."""
+    lines = text.splitlines()
+    for item in reversed(block_states(text, root, name)):
+        block = item.block
+        lines[block.first:block.end] = item.want
+        lines[block.marker] = marker_line(lines[block.marker], block.path, digest(item.want))
+    return "\n".join(lines) + "\n"
+
+
+def _plan(states: list[BlockState], write_back: bool, force: bool) -> tuple[dict, BlockState | None]:
+    """({index: "copy" (file -> block) | "back" (block -> file) | "keep"}, the first block refused
+    or None)."""
+    actions = {}
+    for i, item in enumerate(states):
+        if item.state == IN_SYNC:
+            actions[i] = "keep"
+        elif item.state == SOURCE_EDITED:
+            actions[i] = "copy"
+        elif write_back and (force or item.state != BOTH_EDITED):
+            actions[i] = "back"
+        elif force and not write_back:
+            actions[i] = "copy"
+        else:
+            return actions, item
+    return actions, None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog=COMMAND, description="The kit's sources (kernels/) copied into submission.py, each into a block whose "
+        "marker records the hash of the copy written: a block edited in submission.py is not overwritten, but "
+        "refused in one line saying the two ways on (--write-back, --force).")
     ap.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 with the first difference when a copy differs from its file")
+                    help="write nothing; exit 1 with the first difference when a copy differs from its file or a "
+                         "marker's hash is missing or stale")
+    ap.add_argument("--write-back", action="store_true",
+                    help="copy each block edited in the submission (or of unknown side) into its source file (where "
+                         "the source changed too, only with --force); blocks whose source changed are written from it "
+                         "as usual")
+    ap.add_argument("--force", action="store_true",
+                    help="overwrite blocks edited in the submission from their files (with --write-back: write "
+                         "blocks back even where their source changed too)")
     ap.add_argument("--submission", default=str(SUBMISSION), metavar="PATH",
                     help="the file whose blocks are written or checked, from the sources beside it (default: the "
                          "kit's submission.py)")
     args = ap.parse_args(argv)
+    if args.check and (args.write_back or args.force):
+        print("error: --check writes nothing: give it without --write-back and --force", file=sys.stderr)
+        return 2
     path = Path(args.submission)
-    root = path.resolve().parent
+    root, name, suffix = path.resolve().parent, path.name, _suffix(path, args.submission)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read(path)
         if args.check:
-            why = first_difference(text, root, path.name)
+            why = check_problem(text, root, name, suffix)
             if why:
                 print(f"error: {why}", file=sys.stderr)
                 return 1
-            print(f"{path.name}: its {len(blocks(text))} bundled copies match their files")
+            print(f"{name}: its {len(blocks(text, name))} bundled copies match their files")
             return 0
-        new = bundled(text, root)
-        lines = text.splitlines()
-        changed = [b.path for b in blocks(text) if lines[b.first:b.end] != source_lines(b.path, root)]
-    except (OSError, UnicodeDecodeError, BundleError) as exc:
+        states = block_states(text, root, name)
+        actions, refused = _plan(states, args.write_back, args.force)
+        if refused is not None:
+            print(f"error: {name}: nothing written: {_line(refused, name, suffix)}", file=sys.stderr)
+            return 1
+        for i, item in enumerate(states):
+            problem = _text_problem(item.block.path, "".join(f"{x}\n" for x in item.have))
+            if actions[i] == "back" and problem:
+                raise BundleError(f"the copy in {name} cannot be written back: {problem}")
+    except BundleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if new == text:
-        print(f"{path.name}: up to date")
-        return 0
-    path.write_text(new, encoding="utf-8")
-    print(f"{path.name}: wrote its copies of {', '.join(changed)}")
+    lines = text.splitlines()
+    copied, back, hashed = [], [], []
+    for i, item in reversed(list(enumerate(states))):
+        block = item.block
+        if actions[i] == "copy":
+            lines[block.first:block.end] = item.want
+            copied.append(block.path)
+        elif actions[i] == "back":
+            (root / block.path).write_text("".join(f"{x}\n" for x in item.have), encoding="utf-8")
+            back.append(f"{block.path} from its copy (line {block.first + 1})")
+        new_hash = digest(item.want if actions[i] == "copy" else item.have)
+        if actions[i] == "keep" and block.recorded != new_hash:
+            hashed.append(block.path)
+        lines[block.marker] = marker_line(lines[block.marker], block.path, new_hash)
+    new = "\n".join(lines) + "\n"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    said = ([f"wrote its copies of {', '.join(reversed(copied))}"] if copied else []) + \
+        ([f"wrote {', '.join(reversed(back))}"] if back else []) + \
+        ([f"recorded the hash of its copies of {', '.join(reversed(hashed))}"] if hashed else [])
+    print(f"{name}: {'; '.join(said) if said else 'up to date'}")
     return 0
 
 

@@ -96,8 +96,14 @@ import stops the run with its traceback and one ``error:`` line, exit 112, befor
 file, every case valid for the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here (without
 one, ``--backend`` gets a ``warning:`` line: nothing reads it); any of these failing stops with
-one ``error:`` line on stderr and exit 2. A passing test mode adds one ``note:`` line: caching and
-deferred work are ``eval.py audit``'s job. A case that runs longer
+one ``error:`` line on stderr and exit 2. The kit's own submission.py runs as it is (the file that
+would be uploaded; it runs its own copies of kernels/): where those copies differ from kernels/,
+one ``warning:`` line names the side that changed (``bundle.warn_if_out_of_sync``). The first
+line of each table and the ``--json`` record name the submission's kernel revision (its
+``kernel_revision()``, or none) and its ``bundle`` state (in sync, source edited, block edited,
+both edited, unknown, or not the kit's file: ``bundle.kit_state``). A passing test mode adds one
+``note:`` line on stderr, before its table (which ends in ``test: PASS``): caching and deferred
+work are ``eval.py audit``'s job. A case that runs longer
 than ``HEARTBEAT_S`` prints a "still running" line every ``HEARTBEAT_S`` seconds; one that
 runs past ``--timeout`` (default ``CASE_TIMEOUT_S``) fails and its worker is killed. Ctrl-C
 ends the run with one line and exit 130.
@@ -150,6 +156,7 @@ from harness import (
     shape_cases,
     static_problems,
     submission_import_problem,
+    submission_kernel_revision,
     submission_problem,
     summarize,
     unknown_peak_note,
@@ -288,7 +295,8 @@ def human_main(argv: list[str]) -> int:
                "python eval.py ab BASE NEW [NEW ...]. "
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
                "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
-               "The kit's sources (kernels/) copied into submission.py: python eval.py bundle [--check]. "
+               "The kit's sources (kernels/) copied into submission.py: "
+               "python eval.py bundle [--check | --write-back] [--force]. "
                "Nsight Compute profile as the server takes it (a GPU and ncu): python eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
@@ -358,10 +366,11 @@ def _human(args) -> int:
         for problem in problems:
             print(f"error: {submission}: {problem}", file=sys.stderr)
         return EXIT_FAIL
-    if (Path(__file__).parent / "bundle.py").is_file():  # in the kit: its own submission.py must hold its sources
+    sync = "not the kit's file"
+    if (Path(__file__).parent / "bundle.py").is_file():  # in the kit: its own submission.py beside its sources
         import bundle  # the standard library and harness only
 
-        bundle.refuse_if_stale(submission)
+        sync = bundle.warn_if_out_of_sync(submission)[0].state  # it runs as it is: the file that would be uploaded
     for warning in header_warnings(submission):
         print(f"warning: {submission}: {warning}", file=sys.stderr)
     shadowed = shadowed_files(submission)
@@ -398,7 +407,7 @@ def _human(args) -> int:
     requested = os.environ.get(ENV_BACKEND, "auto")
     report = {"submission": str(submission), "device": device, "distribution": distribution,
               "harness_date": args.harness_date,
-              "backend": None, "backend_requested": requested,
+              "backend": None, "backend_requested": requested, "kernel_revision": None, "bundle": sync,
               "shapes": {m: args.shapes or ("tests" if m == "test" else "benchmarks") for m in modes},
               "modes": {}}
     passed = True
@@ -422,6 +431,8 @@ def _human(args) -> int:
                           file=sys.stderr)
                     return EXIT_USAGE
                 report["backend"] = backend or None
+                revision = safe_call(worker, submission_kernel_revision)
+                report["kernel_revision"] = revision if isinstance(revision, str) else None
                 if backend:
                     progress(f"[backend] {backend} ({ENV_BACKEND}={requested})")
                 elif args.backend:
@@ -438,10 +449,11 @@ def _human(args) -> int:
             for r in results:
                 if r.ok:
                     print(f"--- profile {r.spec}\n{r.report}")
-        print(format_table(summary, device, _backend_label(report)), flush=True)
-        if mode == "test" and summary["passed"]:
-            print(f"note: test mode checks each output once, on fresh inputs; caching and deferred work are the "
-                  f"audit's job: python3 eval.py audit {submission}")
+        if mode == "test" and summary["passed"]:  # on stderr, before the table: the output ends in its verdict
+            progress(f"note: test mode checks each output once, on fresh inputs; caching and deferred work are the "
+                     f"audit's job: python3 eval.py audit {submission}")
+        print(format_table(summary, device, _backend_label(report),
+                           f"kernel {report['kernel_revision'] or 'none'}, bundle: {report['bundle']}"), flush=True)
         print()
         if mode in ("benchmark", "leaderboard"):  # the L2 cleared before each call: bytes / peak bounds it
             found = summary["impossible_times"] = impossible_times(summary, device)

@@ -38,7 +38,8 @@ every other name is private to this file):
 * statistics: ``Stats``, ``calculate_stats``, ``should_stop``, ``geomean``;
 * in the worker process (or any process): ``run_benchmark_case`` (the timed loop, for
   ``Worker.call``), ``time_calls`` (the same loop on a kernel in this process),
-  ``generate_case``, ``distributions``, ``backend_picks``, ``user_traceback``, ``one_line``;
+  ``generate_case``, ``distributions``, ``backend_picks``, ``submission_kernel_revision``,
+  ``user_traceback``, ``one_line``;
 * the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
   ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
   ``run_mode``;
@@ -743,6 +744,16 @@ def _backend_here() -> tuple[str, str]:
         return "cannot run", one_line(f"{type(exc).__name__}: {exc}")
 
 
+def submission_kernel_revision() -> str | None:
+    """The submission's ``kernel_revision()`` (the kit's: a hash of what its compilers see of the
+    copies it runs) where it has one, else None; None too where it does not import or raises."""
+    try:
+        revision = getattr(_submission(), "kernel_revision", None)
+        return str(revision()) if callable(revision) else None
+    except Exception:
+        return None
+
+
 def backend_picks() -> dict:
     """{"MxKxL": backend} from the submission's per-shape choice cache (``_FASTEST``, keys
     ending in (m, k, l)) where it has one; {} otherwise."""
@@ -1397,12 +1408,14 @@ def fmt(value, spec=".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def format_table(summary: dict, device: str = "", backend: str = "") -> str:
+def format_table(summary: dict, device: str = "", backend: str = "", provenance: str = "") -> str:
     """The human-readable table of one mode's ``summarize`` output (``backend``: the submission's
-    backend that ran, named in the first line)."""
+    backend that ran, and ``provenance``: what else names the code that ran, such as its kernel
+    revision; both named in the first line)."""
     mode, rows = summary["mode"], summary["cases"]
     lines = []
-    device = (device or "unknown device") + (f", backend {backend}" if backend else "")
+    device = (device or "unknown device") + (f", backend {backend}" if backend else "") + \
+        (f", {provenance}" if provenance else "")
     if mode in ("benchmark", "leaderboard"):
         b200 = "B200" in device.upper()
         note = "" if b200 else "   <- SOL: official B200 figures; this GPU is not a B200"

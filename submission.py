@@ -57,11 +57,13 @@ The file reads top to bottom: the entry point and its per-call fast path; the ba
 (``Backend``) and the registry; the measured tables; one block per backend (cuda, triton,
 scaled_mm, torch), each ending in its ``register(...)`` line; then the machinery shared by all of
 them (validation, config choice, the kernel revision, first-use verification, tuner, race), which
-names no backend. Three blocks are copies of the kit's source files, marked ``# >>> bundle PATH``
-... ``# <<< bundle``: the CUDA kernel (kernels/nvfp4_gemv.cu), the measured tables
-(kernels/tables.json) and the SASS proofs (kernels/same_sass.json). ``python3 eval.py bundle``
-writes them from those files and ``python3 eval.py bundle --check`` says where they differ: edit
-the files, not the copies. The file stays the one that is uploaded: it imports nothing of the kit.
+names no backend. Three blocks are copies of the kit's source files, marked ``# >>> bundle PATH
+sha256=HASH`` ... ``# <<< bundle``: the CUDA kernel (kernels/nvfp4_gemv.cu), the measured tables
+(kernels/tables.json) and the SASS proofs (kernels/same_sass.json). The file runs these copies and
+reads nothing of kernels/. ``python3 eval.py bundle`` writes them from those files (HASH: the
+copy it wrote) and ``python3 eval.py bundle --check`` says where they differ: edit the files, not
+the copies (bundle refuses to overwrite an edited copy; ``--write-back`` moves the edit into its
+file). The file stays the one that is uploaded: it imports nothing of the kit.
 
 Public surface (what the kit's tools use; everything else may change without notice):
 ``custom_kernel``, ``select_backend``, ``backend_support``, ``run_backend``, ``check_inputs``,
@@ -214,7 +216,7 @@ DECODES = {
 # SASS for every config both revisions compile) make equal to it; otherwise it is stale: ignored,
 # with one warning per process, and its shape treated as untabled (``config_for``).
 
-# >>> bundle kernels/tables.json (written by `python3 eval.py bundle` from that file: edit it there)
+# >>> bundle kernels/tables.json sha256=640323be00ebeaa4 (a copy: edit that file, then `python3 eval.py bundle`)
 _TABLES_JSON = r"""
 {
   "about": [
@@ -379,7 +381,7 @@ _TABLES_JSON = r"""
 """[1:]
 # <<< bundle
 
-# >>> bundle kernels/same_sass.json (written by `python3 eval.py bundle` from that file: edit it there)
+# >>> bundle kernels/same_sass.json sha256=0704b3d1a743a607 (a copy: edit that file, then `python3 eval.py bundle`)
 _SAME_SASS_JSON = r"""
 {
   "about": [
@@ -798,7 +800,7 @@ def cuda_default_decode(capability: tuple, bsh: bool = False) -> str:
     return "f16x2" if capability[0] >= 10 else ("dp4a-sr2" if bsh else "dp4a-sr")
 
 
-# >>> bundle kernels/nvfp4_gemv.cu (written by `python3 eval.py bundle` from that file: edit it there)
+# >>> bundle kernels/nvfp4_gemv.cu sha256=fc76993fefdc597f (a copy: edit that file, then `python3 eval.py bundle`)
 CUDA_SRC = r"""
 // NVFP4 batched GEMV, c[r, l] = fp16(sum_k a[r, k, l] * b[0, k, l]) with both block scales.
 // Compiled at run time by NVRTC; no headers. One kernel per configuration: gemv_body is

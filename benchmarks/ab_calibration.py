@@ -19,7 +19,9 @@
     ``--budget`` seconds per benchmark shape, from the spread of the worker sets' means and the
     time a worker set took.
 
-Writes calibration.json (everything, with both ab records) and calibration.md under ``--out``.
+Writes calibration.json (everything, with both ab records) and calibration.md under ``--out``. The
+kit's own submission.py whose copies differ from kernels/ is refused in one line before anything
+runs (``bundle.refuse_if_out_of_sync``).
 Its defaults are sized to fit about 8 minutes on an H100 (each worker set costs two processes'
 start, the kit's first-call race and a warm-up).
 """
@@ -227,6 +229,9 @@ def main(argv=None) -> int:
     p.add_argument("--slow-budget", type=float, default=90.0, help="slowdown run's --time-budget (s)")
     p.add_argument("--budget", type=float, default=120.0, help="seconds per shape for (c) (default %(default)g)")
     args = p.parse_args(argv)
+    submission = Path(args.submission) if args.submission else ROOT / "submission.py"
+    import bundle  # the standard library and harness only
+    bundle.refuse_if_out_of_sync(submission, tool="benchmarks/ab_calibration.py")  # its record names one kernel
     import torch
     if not torch.cuda.is_available():
         print("error: the calibration needs a CUDA GPU (it runs eval.py ab)", file=sys.stderr)
@@ -235,7 +240,6 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = out / "files"
     work.mkdir(exist_ok=True)
-    submission = Path(args.submission) if args.submission else ROOT / "submission.py"
     args.submission = repo_path(submission)  # as the record names it
     args.out = harness.kit_path(out, output=True)
     command = harness.kit_command(["python3", "benchmarks/ab_calibration.py"], sys.argv[1:] if argv is None else argv,

@@ -31,7 +31,10 @@ to the same SASS as the current one (``submission.same_sass``). Before anything 
 new submission.py (the tables copied in) is checked: the server's upload rules
 (``harness.static_problems``), that it imports, that its tables hold exactly the intended entries,
 that each config can run its shape, that the kernel revision did not move and that no written
-entry is stale.
+entry is stale. A submission.py whose copies differ from their sources is refused first, in one
+line naming the side that changed and the ``python3 eval.py bundle`` command that mends it
+(``bundle.state``): like bundle, this never overwrites text it did not write, and its tables name
+one kernel revision.
 
 Exit status: 0 done (or nothing to change), 1 the new file failed its checks (nothing
 written), 2 the results cannot be applied (one line saying why).
@@ -399,9 +402,9 @@ def main(argv: list[str] | None = None) -> int:
             raise Refused(f"no {TABLES} beside {path} to write (copy the kit's kernels/ folder beside it; "
                           "--dry-run reads the kit's)")
         old = path.read_text()
-        stale = bundle.first_difference(old, root, path.name)
-        if stale:
-            raise Refused(f"{path.name} is not bundled from its sources ({stale})")
+        sync = bundle.state(path, root)  # bundle's rule: no text it did not write is overwritten
+        if sync.state != bundle.IN_SYNC:
+            raise Refused(f"{path.name} is not bundled from its sources, so nothing is written: {sync.why}")
         old_tables_text = tables_path.read_text()
         tables = json.loads(old_tables_text)
         results = load_results(args.results)

@@ -14,7 +14,9 @@ the same bytes over the load policies), then each config's device time (L2 clean
 input sets, median of 40 calls) and, unless ``--no-probe``, its loads-only probe. ``--sms N``
 runs the whole command on a CUDA green context of N SMs (the driver may grant more: the line
 ``sms`` says how many), 0 the whole GPU. The grid and every config are checked before anything
-touches a GPU, so a bad grid fails on any machine, in one line.
+touches a GPU, so a bad grid fails on any machine, in one line; before them, that the kit's
+submission.py holds its sources (``bundle.refuse_if_out_of_sync``: the record names one kernel
+revision, and its ``env`` the ``bundle`` state).
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    import bundle  # the standard library and harness only
+    bundle.refuse_if_out_of_sync(bundle.SUBMISSION, tool="benchmarks/bench_configs.py")
     grid = load_grid(args.grid)
     from benchmarks import timing
     green = None

@@ -21,7 +21,10 @@ benchmark shapes of shapes.json) and each kernel backend (cuda, triton):
      custom_kernel and of a bare Triton launch (medians of 7 alternating rounds of 200 calls).
 
 The table records the backend that ran (the submission's ``select_backend``; for
-"fastest", the pick it cached for the shape where it exposes one).
+"fastest", the pick it cached for the shape where it exposes one); its first line (``info``)
+the kernel revision and ``bundle``, the state of the kit's submission.py against kernels/
+(``bundle.kit_state``). The kit's own submission.py whose copies differ from kernels/ is refused
+in one line before anything runs (``bundle.refuse_if_out_of_sync``): a record names one kernel.
 
 Usage (repository root):
   python3 benchmarks/bench_kernel.py                       # table for the submission as is
@@ -62,6 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+import bundle  # noqa: E402  whether the kit's submission.py holds its sources
 import harness  # noqa: E402  shape sets, backend picks
 import quant  # noqa: E402
 import reference  # noqa: E402
@@ -208,6 +212,7 @@ def env_info() -> dict:
         "torch": torch.__version__, "triton": triton.__version__, "date": datetime.date.today().isoformat(),
         "backend_support": {k: list(v) for k, v in current().backend_support(torch.device("cuda")).items()},
         "kernel_revision": kernel_revision(current().__file__), "kit_revision": kit_revision(ROOT),
+        "bundle": bundle.kit_state(current().__file__).state,
     }
 
 
@@ -388,8 +393,8 @@ def measure_roofline(args, argv: list) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import bundle  # the standard library and harness only
-    bundle.refuse_if_stale(current().__file__)  # the kit's own submission.py must hold its sources
+    # Its records name one kernel revision: the kit's own submission.py must hold its sources.
+    bundle.refuse_if_out_of_sync(current().__file__, tool="benchmarks/bench_kernel.py")
     argv = sys.argv[1:] if argv is None else list(argv)
     green = None
     if args.sms_child > 0:  # first, before anything touches the GPU

@@ -361,6 +361,8 @@ def test_the_timed_path_runs_on_the_host_clock(tmp_path, monkeypatch, capsys):
         for label in ("BASE", "NEW"):
             assert all(len(r["times"][label][s]) == 3 for s in record["shapes"])
     assert [f["sha256"] for f in record["files"]] == [ab.sha256_of(GOOD)] * 2
+    # each file's kernel revision (the fixture names none) and bundle state (another path: not compared with kernels/)
+    assert [(f["kernel_revision"], f["bundle"]) for f in record["files"]] == [(None, "not the kit's file")] * 2
     (cmp,) = record["comparisons"]
     assert cmp["geomean"]["n"] == 3 and cmp["geomean"]["verdict"] in ("faster", "slower", "same")
     printed = capsys.readouterr().out

@@ -390,6 +390,29 @@ def test_a_submission_that_is_not_bundled_is_refused(tmp_path, sub, capsys):
     assert apply(tmp_path, fixture("b200"), sub) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not bundled from its sources" in err and "python3 eval.py bundle" in err
+    assert "kernels/nvfp4_gemv.cu changed since bundle wrote the copy" in err
+
+
+def test_an_edited_tables_block_is_refused_as_bundle_refuses_it(tmp_path, sub, capsys):
+    """bundle's rule: no text it did not write is overwritten. The tables' copy edited in
+    submission.py: apply_table writes nothing, in one line naming the side that changed and both
+    ways on; once the edit is written back into kernels/tables.json it applies the sweep."""
+    lines = sub.read_text().splitlines(True)
+    (block,) = [b for b in bundle.blocks("".join(lines)) if b.path == "kernels/tables.json"]
+    at = next(i for i in range(block.first, block.end) if '"about": [' in lines[i])
+    lines.insert(at + 1, '    "A note written into the copy.",\n')
+    sub.write_text("".join(lines))
+    before, tables_before = sub.read_text(), (sub.parent / "kernels" / "tables.json").read_text()
+    assert apply(tmp_path, fixture("b200"), sub) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not bundled from its sources, so nothing is written" in err
+    assert "the copy was edited in submission.py since bundle wrote it" in err
+    assert "--write-back` copies the block into kernels/tables.json" in err and "--force` overwrites it" in err
+    assert sub.read_text() == before and (sub.parent / "kernels" / "tables.json").read_text() == tables_before
+    assert bundle.main(["--write-back", "--submission", str(sub)]) == 0
+    assert apply(tmp_path, fixture("b200"), sub) == 0
+    assert "A note written into the copy." in (sub.parent / "kernels" / "tables.json").read_text()
+    assert apply_table.read_table(sub.read_text())[B200] == B200_WINNERS and bundle.check(sub) == ""
 
 
 def test_shipped_proofs_name_revisions_of_12_digits_and_a_backend():

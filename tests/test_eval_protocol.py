@@ -326,10 +326,13 @@ def test_human_mode_records_the_backend_that_ran(runs):
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = submission.select_backend(torch.device("cuda" if HAS_CUDA else "cpu"))
     assert report["backend_requested"] == "auto" and report["backend"] == expected != "auto"
-    assert proc.stdout.startswith(f"test: {report['device']}, backend {expected}")
+    assert report["kernel_revision"] == submission.kernel_revision() and report["bundle"] == "in sync"
+    assert proc.stdout.startswith(f"test: {report['device']}, backend {expected}, kernel "
+                                  f"{submission.kernel_revision()}, bundle: in sync\n")
     assert "wrote JSON: " in proc.stderr
-    proc, report = runs["human.good"]  # good_submission has no select_backend
-    assert report["backend"] is None and proc.stdout.startswith(f"test: {report['device']}\n")
+    proc, report = runs["human.good"]  # good_submission has no select_backend, no kernel revision
+    assert report["backend"] is None and report["kernel_revision"] is None and report["bundle"] == "not the kit's file"
+    assert proc.stdout.startswith(f"test: {report['device']}, kernel none, bundle: not the kit's file\n")
 
 
 def test_human_mode_stops_in_one_line_when_the_backend_cannot_run(runs):
@@ -436,12 +439,16 @@ def test_human_mode_warns_of_a_backend_setting_the_submission_cannot_read(runs):
         warned[0]
 
 
-def test_test_pass_says_caching_is_the_audits_job(runs):
+def test_test_pass_says_caching_is_the_audits_job_and_the_output_ends_in_its_verdict(runs):
+    """The note goes to stderr before the table, so that the output ends in `test: PASS`, as
+    README says."""
     proc, _ = runs["human.good"]
-    (note,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("note:")]
+    (note,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("note:")]
     assert "caching and deferred work are the audit's job: python3 eval.py audit" in note
+    assert proc.stdout.rstrip().splitlines()[-1] == "test: PASS" and "note:" not in proc.stdout
     proc, _ = runs["human.raises"]
-    assert "note:" not in proc.stdout  # a failed test mode gets no such line
+    assert "note:" not in proc.stdout + proc.stderr  # a failed test mode gets no such line
+    assert proc.stdout.rstrip().splitlines()[-1] == "test: FAIL"
 
 
 def test_user_traceback_keeps_the_chain_and_drops_the_harness_frames():

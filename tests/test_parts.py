@@ -95,15 +95,21 @@ def test_pytest_refuses_a_bad_part_before_collecting():
 
 
 # A stand-in for python3: says a CUDA GPU is there and records each command line instead of running it
-# (after GPU_RUN_SLEEP seconds, where that is set).
+# (after GPU_RUN_SLEEP seconds, where that is set); `eval.py bundle --check` fails with the line
+# GPU_RUN_BUNDLE_ERROR where that is set.
 FAKE_PYTHON = """#!/bin/sh
 [ -n "$GPU_RUN_SLEEP" ] && sleep "$GPU_RUN_SLEEP"
 echo "$*" >> "$GPU_RUN_CALLS"
+if [ "$*" = "eval.py bundle --check" ] && [ -n "$GPU_RUN_BUNDLE_ERROR" ]; then
+    echo "$GPU_RUN_BUNDLE_ERROR" >&2
+    exit 1
+fi
 exit 0
 """
 
 
-def gpu_run(tmp_path: Path, *args: str, env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, list]:
+def gpu_run(tmp_path: Path, *args: str, env_extra: dict | None = None,
+            bundle_error: str = "") -> tuple[subprocess.CompletedProcess, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "python3"
@@ -111,13 +117,14 @@ def gpu_run(tmp_path: Path, *args: str, env_extra: dict | None = None) -> tuple[
     fake.chmod(0o755)
     calls = tmp_path / "calls.txt"
     calls.write_text("")
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_RUN_CALLS": str(calls)}
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GPU_RUN_CALLS": str(calls),
+           "GPU_RUN_BUNDLE_ERROR": bundle_error}
     env.pop("PART_BUDGET_S", None)
     env.update(env_extra or {})
     proc = subprocess.run(["bash", str(ROOT / ".ci" / "gpu-run"), str(tmp_path / "out"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
-    # The first call is the CUDA check, the second the versions line.
-    return proc, calls.read_text().splitlines()[2:]
+    # The first call is the bundle check, the second the CUDA check, the third the versions line.
+    return proc, calls.read_text().splitlines()[3:]
 
 
 BENCH = ["benchmarks/bench_kernel.py", "-m benchmarks.compare", "benchmarks/floor.py", "eval.py --mode benchmark"]
@@ -179,6 +186,20 @@ def test_gpu_run_refuses_a_budget_that_is_not_whole_seconds_in_one_line(tmp_path
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "PART_BUDGET_S" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_gpu_run_checks_the_bundle_first_and_refuses_an_out_of_sync_tree_in_one_line(tmp_path):
+    """`python3 eval.py bundle --check` runs before anything else; where it fails, gpu-run stops
+    with its line (exit 2): the benchmarks' records would name a kernel that kernels/ does not hold."""
+    proc, _ = gpu_run(tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "calls.txt").read_text().splitlines()[0] == "eval.py bundle --check"
+    (tmp_path / "refused").mkdir()
+    why = "kernels/nvfp4_gemv.cu line 6 differs from its copy in submission.py (line 779): the copy was edited"
+    proc, calls = gpu_run(tmp_path / "refused", bundle_error=f"error: {why}")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f".ci/gpu-run: submission.py does not hold its sources, nothing run: {why}\n"
+    assert (tmp_path / "refused" / "calls.txt").read_text().splitlines() == ["eval.py bundle --check"]
+    assert not (tmp_path / "refused" / "out").exists()
 
 
 @pytest.mark.parametrize("args", [["--part", "0/4"], ["--part", "5/4"], ["--part", "x"], ["--part"]])

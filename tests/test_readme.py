@@ -338,6 +338,19 @@ def test_readme_first_screen_says_what_how_what_not_and_where():
         assert needed in head, needed
 
 
+def test_readme_first_screen_says_where_each_edit_goes():
+    """"Start here", on the first screen, says where an edit goes: a kernel edit into the .cu, then
+    bundle; a new backend as a block of submission.py ending in register(...); from scratch, one
+    of the two examples; and that eval.py checks submission.py, the file uploaded."""
+    head = "\n".join(README.read_text().splitlines()[:FIRST_SCREEN])
+    start = " ".join(head.split("## Start here", 1)[1].split("\n## ", 1)[0].split())
+    for needed in ("a kernel edit: `kernels/nvfp4_gemv.cu`, then `python3 eval.py bundle`",
+                   "a new backend: a block of `submission.py` that ends in `register(...)`",
+                   "`examples/minimal_torch.py` or `examples/starter_cuda.py`", "`submission.py`, the file uploaded",
+                   "ends in `test: PASS`"):
+        assert needed in start, needed
+
+
 TABLE_ROW_CHARS = 220  # README's tables are an overview (the cuda row was once 1,059 characters)
 
 
