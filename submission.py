@@ -74,7 +74,8 @@ cuda: ``CudaConfig``, ``CUDA_LOADS``, ``CUDA_PIPES``, ``CUDA_MEASURED``, ``CUDA_
 ``CUDA_LEADERS``, ``CudaBuildError``, ``cuda_arch``, ``cuda_grid``, ``cuda_kernel``, ``cuda_compile``,
 ``cuda_compile_variants``, ``cuda_default``, ``cuda_default_decode``, ``cuda_probe``, ``cuda_driver``,
 ``cuda_load``, ``cuda_launch``, ``cuda_empty_kernel``, ``find_nvrtc``, ``nvrtc_version``,
-``nvrtc_candidates``; triton: ``TritonConfig``, ``TRITON_MEASURED``, ``triton_configs``, ``triton_launch``.
+``nvrtc_candidates``, the bulk-copy ring's ``RING_FAMILIES``, ``ring_config``, ``ring_smem``,
+``ring_batches``; triton: ``TritonConfig``, ``TRITON_MEASURED``, ``triton_configs``, ``triton_launch``.
 """
 
 import ast
@@ -800,7 +801,7 @@ def cuda_default_decode(capability: tuple, bsh: bool = False) -> str:
     return "f16x2" if capability[0] >= 10 else ("dp4a-sr2" if bsh else "dp4a-sr")
 
 
-# >>> bundle kernels/nvfp4_gemv.cu sha256=fc76993fefdc597f (a copy: edit that file, then `python3 eval.py bundle`)
+# >>> bundle kernels/nvfp4_gemv.cu sha256=c2bdf46f2d3e9f4c (a copy: edit that file, then `python3 eval.py bundle`)
 CUDA_SRC = r"""
 // NVFP4 batched GEMV, c[r, l] = fp16(sum_k a[r, k, l] * b[0, k, l]) with both block scales.
 // Compiled at run time by NVRTC; no headers. One kernel per configuration: gemv_body is
@@ -1845,7 +1846,7 @@ def ring_smem(cfg: CudaConfig, k: int, batches: int = 1) -> int:
     return -(-head // 128) * 128 + batches * (k // 32) * (_PREPARED_B[cfg.decode] + 4)
 
 
-def _ring_batches(units: int, groups: int, blocks: int) -> int:
+def ring_batches(units: int, groups: int, blocks: int) -> int:
     """The most batches one block's share touches (block i: units [units i / blocks, units (i+1) / blocks))."""
     most = 0
     for i in range(blocks):
@@ -2201,14 +2202,14 @@ def _ring_launch(fn, cfg: CudaConfig, m: int, k: int, l: int, scalars: tuple, de
     drv = cuda_driver()
     units, threads = m // cfg.rpt * l, _ring_threads(cfg)
     blocks = min(units, cfg.minb * drv.context_sms(device))
-    smem = ring_smem(cfg, k, _ring_batches(units, m // cfg.rpt, blocks))
+    smem = ring_smem(cfg, k, ring_batches(units, m // cfg.rpt, blocks))
     fit = drv.blocks_per_sm(fn, threads, smem)
     if fit < 1:
         raise ValueError(f"cuda config {cfg!r}: a block of {threads} threads and {smem} bytes of shared memory "
                          f"does not fit on an SM of this GPU for {m}x{k}x{l}")
     if fit < cfg.minb:  # a persistent grid: every block resident at once
         blocks = min(units, fit * drv.context_sms(device))
-        smem = ring_smem(cfg, k, _ring_batches(units, m // cfg.rpt, blocks))
+        smem = ring_smem(cfg, k, ring_batches(units, m // cfg.rpt, blocks))
         drv.blocks_per_sm(fn, threads, smem)  # allows the (larger) shared memory of the fewer blocks
     return _CudaLaunch(fn, (blocks, 1, 1), threads, scalars, None, m // cfg.rpt, smem, l)
 

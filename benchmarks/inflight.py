@@ -262,6 +262,16 @@ def measure(cfg, arch: str = "sm_100a") -> dict:
     of a and those in flight before first use. Compiled once per (config, arch)."""
     cfg = submission.CudaConfig.of(cfg)
     key = (cfg, arch)
+    if key not in _MEASURED and cfg.ring:  # a ring: its bytes in flight are its slots', not registers'
+        sass, usage = sass_count.disassemble(cfg, arch)
+        body = sass_count.k_loop(sass, ring=True)
+        reg = re.search(r"REG:(\d+)", usage)
+        shared = re.search(r"SHARED:(\d+)", usage)
+        stage = 16 * cfg.rpt * 32 * cfg.u  # bytes of a a stage
+        _MEASURED[key] = {"registers": int(reg.group(1)) if reg else None,
+                          "shared": int(shared.group(1)) if shared else 0, "loop": len(body),
+                          "per_chunk": len(body) / (cfg.rpt * cfg.u), "loads": 0, "bytes": stage, "burst": 0,
+                          "first_use": None, "ring_bytes": (cfg.ring - 1) * cfg.warps * cfg.ks * stage}
     if key not in _MEASURED:
         sass, usage = sass_count.disassemble(cfg, arch)
         body = sass_count.k_loop(sass)
@@ -274,7 +284,7 @@ def measure(cfg, arch: str = "sm_100a") -> dict:
         shared = re.search(r"SHARED:(\d+)", usage)
         _MEASURED[key] = {"registers": int(reg.group(1)) if reg else None,
                           "shared": int(shared.group(1)) if shared else 0, "loop": len(body),
-                          "per_chunk": len(body) / (cfg.rpt * cfg.u), **loads}
+                          "per_chunk": len(body) / (cfg.rpt * cfg.u), **loads, "ring_bytes": 0}
     return _MEASURED[key]
 
 
@@ -303,17 +313,28 @@ def last_wave(grid: int, slots: int) -> float:
 
 
 def row(shape: tuple, cfg, gpu: Gpu, counts: dict, role: str = "") -> dict:
-    """The table's row of one config on one shape and GPU, from its ``measure`` counts."""
+    """The table's row of one config on one shape and GPU, from its ``measure`` counts. A ring
+    (ring > 0): its block holds its producer warps too and the dynamic shared memory its launch
+    asks (submission.ring_smem); its grid is minb blocks per SM, at most one per unit; its bytes
+    in flight are every consumer warp's slots but the one it reads ((ring - 1) x warps x ks
+    stages of a per block), whatever the decode does."""
     m, k, l = shape
     cfg = submission.CudaConfig.of(cfg)
-    threads = 32 * cfg.warps * cfg.ks
-    occ = occupancy(counts["registers"], threads, counts["shared"])
-    grid = m // cfg.rows * l * cfg.kb
+    if cfg.ring:
+        threads = submission.cuda_grid(cfg, m, l, None)[1]
+        units = m // cfg.rows * l
+        grid = min(units, cfg.minb * gpu.sms)
+        shared = counts["shared"] + submission.ring_smem(cfg, k, submission.ring_batches(units, m // cfg.rows, grid))
+        occ = occupancy(counts["registers"], threads, shared)
+    else:
+        threads = 32 * cfg.warps * cfg.ks
+        occ = occupancy(counts["registers"], threads, counts["shared"])
+        grid = m // cfg.rows * l * cfg.kb
     slots = occ["blocks"] * gpu.sms
     grid_per_sm = grid / gpu.sms
     blocks = min(occ["blocks"], grid_per_sm)
     warps = blocks * cfg.warps * cfg.ks
-    in_flight = counts["burst"] * counts["bytes"] * 32 * warps
+    in_flight = counts["ring_bytes"] * blocks if cfg.ring else counts["burst"] * counts["bytes"] * 32 * warps
     return {"shape": f"{m}x{k}x{l}", "config": dict(cfg._asdict()), "role": role, "threads": threads, **counts,
             "occupancy": occ, "grid_blocks": grid, "grid_per_sm": grid_per_sm, "resident_warps": warps,
             "waves": grid / slots if slots else math.inf, "last_wave": last_wave(grid, slots),
@@ -412,7 +433,7 @@ def markdown(rows: list, gpus: dict, revision: str, date: str, command: str = "p
     return out
 
 
-COUNT_KEYS = ("registers", "shared", "loop", "per_chunk", "loads", "bytes", "burst", "first_use")
+COUNT_KEYS = ("registers", "shared", "loop", "per_chunk", "loads", "bytes", "burst", "first_use", "ring_bytes")
 
 
 def record(rows: list, gpus: dict, revision: str, date: str) -> dict:

@@ -37,6 +37,12 @@ The model, per shape (m x k x l) and config on a GPU of S SMs at clock f (CLOCK_
   K = 16384 point lies 8% below the model): a measured loaded latency well above the unloaded
   one would refute the per-step round trip as counted here.
 
+A bulk-copy ring (CudaConfig ring > 0) has its own latency term (``_ring_latency``): its warps
+wait on barriers, not on their own loads, so the larger of Little's law over the ring's bytes in
+flight per SM and one consumer warp's stages in a row at c cycles an instruction. Not fitted: on
+five H200 ring times (2026-11-28, benchmarks/history/2026-11-28-h200-8969eb7-6f6b4fd.md) the
+model with the tiles' c put them at 0.97-1.09 of itself.
+
 The issue term is the model of the earlier projection (kept, and checked against the H100 by
 ``FULL.json SMS.json`` below); the latency term is what the H200 and an H100 at 96 SMs showed
 (benchmarks/NOTES.md, "The cuda kernel at 96 SMs (an H200's bytes per SM)"): too few warps, each
@@ -116,10 +122,39 @@ def machines(gpus: dict | None = None) -> dict:
             "B200": Machine("B200", B200_SMS, t0, B200_READ_BPS, gpus["B200"].latency_ns * scale, l2["B200"])}
 
 
+def _ring_latency(shape: tuple, cfg, counts: dict, gpu: Machine, c: float) -> dict:
+    """A bulk-copy ring's latency term (µs): its warps wait on barriers, not on their own loads, so
+    the larger of Little's law over the ring's bytes in flight per SM (a's bytes per SM x L /
+    those in flight: benchmarks/inflight.py's count of the slots) and one consumer warp's stages
+    one after another (stages x its loop's N instructions x c / f)."""
+    m, k, l = shape
+    threads = submission.cuda_grid(cfg, m, l, None)[1]
+    units = m // cfg.rows * l
+    grid = min(units, cfg.minb * gpu.sms)
+    smem = submission.ring_smem(cfg, k, submission.ring_batches(units, m // cfg.rows, grid))
+    occ = inflight.occupancy(counts["registers"], threads, counts["shared"] + smem)
+    if not occ["blocks"]:
+        raise ValueError(f"{cfg!r}: no block fits an SM ({counts['registers']} registers, {smem} B shared)")
+    blocks = min(occ["blocks"], -(-grid // gpu.sms))
+    waves = -(-grid // (occ["blocks"] * gpu.sms))
+    per_unit = 1 if cfg.rpt > 1 else (k // 32) // (32 * cfg.u)
+    stages = waves * -(-(-(-units // grid)) // cfg.warps) * per_unit // cfg.ks
+    little = m * k // 2 * l / gpu.sms * gpu.latency_ns / (counts["ring_bytes"] * blocks) / 1e3
+    chain = stages * counts["loop"] * c / CLOCK_HZ * 1e6
+    return {"latency": max(little, chain), "waves": waves, "steps": stages, "trips": 0}
+
+
 def terms(shape: tuple, cfg, counts: dict, gpu: Machine, c: float) -> dict:
-    """The model's terms (µs) for ``cfg`` on ``shape``: read, issue, latency, and time = t0 + their max."""
+    """The model's terms (µs) for ``cfg`` on ``shape``: read, issue, latency, and time = t0 + their
+    max (a ring's latency term: ``_ring_latency``)."""
     m, k, l = shape
     cfg = submission.CudaConfig.of(cfg)
+    if cfg.ring:
+        out = {"read": timing.gemv_bytes(m, k, l) / gpu.read_bps * 1e6,
+               "issue": issue_us(m, k, l, counts["per_chunk"], gpu.sms), **_ring_latency(shape, cfg, counts, gpu, c)}
+        out["time"] = gpu.t0_us + sum(out[x] ** NORM for x in ("read", "issue", "latency")) ** (1 / NORM)
+        out["bound"] = max(("read", "issue", "latency"), key=out.get)
+        return out
     chunks = k // 32
     nsteps = -(-chunks // (cfg.lpr * cfg.u))
     steps = -(-nsteps // (cfg.ks * cfg.kb))

@@ -80,7 +80,7 @@ def test_read_fit_recovers_a_line_and_refuses_a_short_or_flat_record():
 
 
 COUNTS = {"registers": 91, "shared": 3200, "loop": 406, "per_chunk": 50.75, "loads": 8, "bytes": 16, "burst": 8,
-          "first_use": "F2FP"}
+          "first_use": "F2FP", "ring_bytes": 0}
 
 
 def test_a_row_is_loads_in_flight_times_lanes_resident_over_the_need():
@@ -170,3 +170,16 @@ def test_the_committed_table_is_of_this_kernel_revision():
     assert record["kernel_revision"] == submission.kernel_revision()
     shapes = {r["shape"] for r in record["rows"]}
     assert shapes == {f"{m}x{k}x{l}" for m, k, l in submission.TUNED_SHAPES}
+
+
+def test_a_ring_row_counts_its_slots_in_flight_and_its_launchs_shared_memory():
+    """A bulk-copy ring's bytes in flight are its slots' (every consumer warp's but the one it
+    reads), per resident block; its block holds its producer warps and the dynamic shared memory
+    its launch asks, which bound it to one block per SM here."""
+    cfg = submission.CudaConfig(lpr=32, rpt=1, u=16, warps=8, decode="f16x2", v=1, pipe="ptxas", minb=1, ring=2,
+                                pw=2)
+    counts = dict(COUNTS, registers=73, shared=0, loads=0, burst=0, bytes=8192, ring_bytes=8 * 8192)
+    r = inflight.row((7168, 16384, 1), cfg, inflight.default_gpus()["B200"], counts)
+    assert r["threads"] == 32 * 10
+    assert r["occupancy"]["blocks"] == 1 and r["occupancy"]["limit"] == "shared"
+    assert r["grid_blocks"] == 148 and r["in_flight_per_sm"] == 8 * 8192

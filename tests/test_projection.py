@@ -102,7 +102,7 @@ def test_record_problem_passes_a_well_formed_pair():
 
 
 COUNTS = {"registers": 91, "shared": 3200, "loop": 400, "per_chunk": 50.0, "loads": 8, "bytes": 16, "burst": 4,
-          "first_use": "F2FP"}
+          "first_use": "F2FP", "ring_bytes": 0}
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def stand_in_counts(monkeypatch):
     """Every config's SASS counts stood in (nothing compiled, no stored record read)."""
     monkeypatch.setattr(projection, "_STORE", [{}])
     monkeypatch.setattr(inflight, "measure", lambda cfg, arch: dict(COUNTS, per_chunk=70.0 if arch == "sm_90a"
-                                                                    else 50.0))
+                                                                    else 50.0, ring_bytes=65536 * bool(cfg.ring)))
     monkeypatch.setattr(sass_count, "count", lambda cfg, arch: {"per_chunk": 56.0 if arch == "sm_90a" else 40.0})
 
 

@@ -110,8 +110,8 @@ def _brute_batches(units, groups, blocks):
 
 @pytest.mark.parametrize("units, groups, blocks", [(128, 128, 132), (7168, 7168, 132), (32768, 4096, 132),
                                                    (768, 384, 132), (768, 384, 96), (12, 3, 5), (5, 1, 7)])
-def test_ring_batches_per_block_against_a_brute_force(units, groups, blocks):
-    assert submission._ring_batches(units, groups, blocks) == _brute_batches(units, groups, blocks)
+def testring_batches_per_block_against_a_brute_force(units, groups, blocks):
+    assert submission.ring_batches(units, groups, blocks) == _brute_batches(units, groups, blocks)
 
 
 def _partition(units, blocks, teams, ks, spu, ring, producers):

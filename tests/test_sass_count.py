@@ -43,6 +43,31 @@ def test_k_loop_is_the_loop_that_loads_not_a_larger_epilogue_loop():
     assert len(body) == 8 and body[1].startswith("LDG.E.128") and body[-1] == "BRA 0x100"
 
 
+RING_SASS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R5+URZ], R8 ;
+        /*0020*/              @!P0 BRA 0x10 ;
+        /*0030*/                   LDS.128 R12, [R35] ;
+        /*0040*/                   LDS.U16 R16, [R32] ;
+        /*0050*/                   PRMT R17, R12, 0x3210, R9 ;
+        /*0060*/                   IDP.4A.S8.S8 R18, R17, R19, R18 ;
+        /*0070*/              @!P0 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [R5+URZ+0x100], RZ ;
+        /*0080*/              @!P1 BRA 0x10 ;
+        /*0090*/                   SHFL.BFLY PT, R20, R18, 0x10, 0x1f ;
+        /*00a0*/                   STG.E.U16 desc[UR4][R2.64], R20 ;
+        /*00b0*/              @!P2 BRA 0x10 ;
+"""
+
+
+def test_a_rings_loop_is_its_stage_not_the_wait_or_the_unit_loop():
+    """A ring's consumer loop reads a from shared memory: the smallest loop that both waits on a
+    barrier and reads 16-byte words of it (the stage), not the wait's retry loop (no LDS.128) nor
+    the larger unit loop around it."""
+    body = sass_count.k_loop(RING_SASS, ring=True)
+    assert len(body) == 8 and body[0].startswith("SYNCS.PHASECHK") and body[-1] == "BRA 0x10"
+    assert sass_count.k_loop(RING_SASS) == []  # no global loads: no register tile's K loop
+
+
 def _tools():
     missing = sass_count.missing_tools()
     if missing:
