@@ -99,7 +99,8 @@ SHARED_RESERVED = 1024  # per block, by the driver (compute capability >= 8.0)
 
 # The kit's read ceilings (clean device time, µs) of the three benchmark shapes, in
 # submission.TUNED_SHAPES order, by GPU: the H100's of 2026-11-26 (kit 1014cfa,
-# benchmarks/RESULTS.md, "Current state"), the H200's of 2026-11-25 (kit c3c10fd, the whole-GPU
+# benchmarks/history/2026-11-26-h100-a696cf6-a0606f4.md, "The state at kit 6736912 (benchmarks/RESULTS.md's
+# current state until 2026-11-28)"), the H200's of 2026-11-25 (kit c3c10fd, the whole-GPU
 # row of `bench_kernel.py --sms auto`, benchmarks/history/2026-11-25-h100-h200-c3c10fd-c0e828a.md).
 READ_RECORDS = {
     "H100": (25.31, 45.97, 15.04),
