@@ -138,6 +138,18 @@ def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
         "broken.py [sm_90a] FAIL the submission does not import: ImportError: no such helper")
 
 
+@requires_dsl
+def test_an_arch_the_dsl_does_not_take_is_one_line_before_anything_compiles(capsys):
+    """--arch sm_999 (the right form, no such GPU): the first child checks every --arch against
+    the installed DSL's list before importing the submission; one line naming the list, exit 2,
+    no compile line (not one FAIL KeyError per shape)."""
+    assert cute_check.main([str(EXAMPLE), "--arch", "sm_90a", "--arch", "sm_999"]) == cute_check.EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, out + err
+    assert err.startswith("error: --arch sm_999: nvidia-cutlass-dsl ") and " compiles for " in err
+    assert "sm_90a" in err and "sm_100a" in err
+
+
 # --------------------------------------------------------------------------- the example's arithmetic
 
 def test_the_e2m1_nibble_table_is_twice_the_e2m1_values(example):
