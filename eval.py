@@ -91,7 +91,9 @@ a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings`
 arguments: the submission (an existing ``.py`` file, positional or ``--submission``; it is
 imported with the kit's folder first on the path, so a reference.py, utils.py or task.py beside
 it is not used, which one ``warning:`` line says, ``harness.shadowed_files``; one that does not
-import stops the run with its traceback and one ``error:`` line, exit 112, before any case),
+import stops the run with its traceback and one ``error:`` line, exit 112, before any case, and
+so does one without a callable ``custom_kernel`` or one that needs the CUTLASS DSL where it is not
+installed, in one line without a traceback, the latter naming the install command),
 ``--json`` (a path it can write), the shapes (``--shapes``: a named set of shapes.json or a
 file, every case valid for the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here (without
@@ -408,8 +410,8 @@ def _human(args) -> int:
                     timeout=args.timeout, ignore_interrupt=True) as worker:
             if mode == modes[0]:  # the import, then the backend, once, before any case: one line each
                 problem = safe_call(worker, submission_import_problem)
-                if problem:  # its traceback (the submission's frames) went to stderr once
-                    print(f"error: {submission} does not import, so no case ran: {problem}", file=sys.stderr)
+                if problem:  # an import's traceback (the submission's frames) went to stderr once
+                    print(f"error: {submission}: {problem}; no case ran", file=sys.stderr)
                     report.update(passed=False, import_error=str(problem))
                     _write_json(args.json, report, progress)
                     return EXIT_FAIL

@@ -341,13 +341,9 @@ def shadowed_files(path: Path | str) -> list[str]:
 
 
 def submission_import_problem() -> str:
-    """In the worker: '' when the submission imports, else the one-line summary of why not (its
-    traceback, the submission's frames, goes to stderr once: ``_describe``)."""
-    try:
-        _submission()
-    except BaseException as exc:
-        return _describe(exc, "importing the submission")
-    return ""
+    """In the worker: '' when the submission imports and defines a callable ``custom_kernel``,
+    else why not in one line (``_load_kernel``)."""
+    return _load_kernel()[1]
 
 
 # =========================================================================== test files
@@ -672,8 +668,43 @@ def _submission():
     return submission
 
 
-def _custom_kernel():
-    return _submission().custom_kernel
+# The CUTLASS DSL's top-level package and the kit's install command for it (pyproject.toml's extra).
+_DSL_PACKAGE = "cutlass"
+_DSL_INSTALL = 'python3 -m pip install -e ".[cute]"'
+
+
+def _missing_dsl(exc: BaseException) -> str:
+    """The one line for a submission whose import failed because the CUTLASS DSL is not
+    installed here (a ModuleNotFoundError for ``cutlass`` itself), with the install command;
+    '' for any other failure."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != _DSL_PACKAGE:
+        return ""  # a module inside an installed DSL that is missing is the submission's error
+    return one_line(f"importing the submission raised ModuleNotFoundError: {exc}: it uses the CUTLASS DSL, "
+                    f"which is not installed here: {_DSL_INSTALL}")
+
+
+def _kernel_problem(module) -> str:
+    """'' when the submission module has a callable ``custom_kernel``, else why not in one line."""
+    kernel = getattr(module, "custom_kernel", None)
+    if kernel is None:
+        return ("the submission defines no custom_kernel: the harness calls custom_kernel(data) with each "
+                "case's inputs")
+    if not callable(kernel):
+        return f"the submission's custom_kernel is not a function (type {type(kernel).__name__})"
+    return ""
+
+
+def _load_kernel():
+    """(the submission's ``custom_kernel``, '') or (None, why not in one line): the import raised
+    (its traceback, the submission's frames, goes to stderr once: ``_describe``; a missing CUTLASS
+    DSL is one line with its install command, ``_missing_dsl``) or the module has no callable
+    ``custom_kernel``."""
+    try:
+        module = _submission()
+    except BaseException as exc:
+        return None, _missing_dsl(exc) or _describe(exc, "importing the submission")
+    problem = _kernel_problem(module)
+    return (None, problem) if problem else (module.custom_kernel, "")
 
 
 def _backend_here() -> tuple[str, str]:
@@ -820,10 +851,9 @@ def _check(data, output) -> tuple[bool, str]:
 
 def _run_test_case(args: dict) -> tuple[bool, str]:
     """One correctness check: (passed, message)."""
-    try:
-        custom_kernel = _custom_kernel()
-    except BaseException as exc:
-        return False, _describe(exc, "importing the submission")
+    custom_kernel, problem = _load_kernel()
+    if problem:
+        return False, problem
     try:
         data = _generate(args)
         given = _clone(data)
@@ -844,10 +874,9 @@ def _run_test_case(args: dict) -> tuple[bool, str]:
 def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
     """One correctness check, then the timed loop (``time_calls``), in the worker. Returns the
     list of durations (ns) or a failure message (str)."""
-    try:
-        custom_kernel = _custom_kernel()
-    except BaseException as exc:
-        return _describe(exc, "importing the submission")
+    custom_kernel, problem = _load_kernel()
+    if problem:
+        return problem
     return time_calls(custom_kernel, args, recheck, max_repeats, budget_ns, _generate)
 
 
@@ -950,11 +979,13 @@ def _run_profile_case(args: dict, ncu: bool = False):
     "generate input", one call inside an NVTX range "custom_kernel" (what ``ncu --nvtx-include
     custom_kernel/`` profiles), and an empty report (the tables come from ncu's own report).
     Otherwise the torch profiler's table of one call, inside the same ranges."""
+    custom_kernel, problem = _load_kernel()
+    if problem:
+        return False, problem
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
         cuda = torch.cuda.is_available()
-        custom_kernel = _custom_kernel()
         with _nvtx("generate input"):
             data = _generate(args)
             _sync()

@@ -89,6 +89,40 @@ def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
     assert "bytes; the server rejects" in lines[0] and "contains the word" in lines[1]
 
 
+# --------------------------------------------------------------------------- a submission without custom_kernel
+
+
+NO_KERNEL = "the submission defines no custom_kernel: the harness calls custom_kernel(data) with each case's inputs"
+
+
+@pytest.mark.parametrize("module, words", [
+    ({"kernel": lambda data: data[-1]}, NO_KERNEL),
+    ({"custom_kernel": 3}, "the submission's custom_kernel is not a function (type int)"),
+], ids=["none", "not a function"])
+def test_a_missing_custom_kernel_is_named_not_called_an_import_failure(monkeypatch, capsys, module, words):
+    """Every mode's case (protocol mode's too) fails with one line naming custom_kernel; the
+    module imported, so nothing says the import raised, and no traceback is printed."""
+    import types
+    monkeypatch.setitem(sys.modules, "submission", types.SimpleNamespace(**module))
+    monkeypatch.setitem(harness._worker_config, "submission", None)
+    case = {"m": 128, "k": 256, "l": 1, "seed": 1}
+    assert harness.submission_import_problem() == words
+    assert harness._run_test_case(case) == (False, words)
+    assert harness.run_benchmark_case(case, False, 1, 1e9) == words
+    assert harness._run_profile_case(case) == (False, words)
+    assert capsys.readouterr().err == ""
+
+
+def test_human_mode_stops_in_one_line_without_custom_kernel(tmp_path, capfd):
+    """Before any case: one error line naming the file and custom_kernel, exit 112; no case runs
+    (not nine identical FAIL lines saying the import raised)."""
+    path = tmp_path / "no_entry.py"
+    path.write_text(HEADERS + "def kernel(data):\n    return data[-1]\n")
+    assert ev.human_main([str(path)]) == harness.EXIT_FAIL
+    out, err = capfd.readouterr()
+    assert out == "" and err.splitlines() == [f"error: {path}: {NO_KERNEL}; no case ran"], err
+
+
 # --------------------------------------------------------------------------- parser
 
 
