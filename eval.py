@@ -79,11 +79,12 @@ HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
 of the means (the leaderboard's score) and of the medians; ``--mode profile`` prints the torch
 profiler's table per case (the ncu path only where ``POPCORN_NCU`` is set to a true value, i.e.
-under ncu). After a benchmark or leaderboard table, a ``warning:`` line on stderr names each
-shape whose mean or median lies below what its bytes take at the GPU's peak memory bandwidth
-(``harness.impossible_times``: with the L2 cleared before every call, no output computed from
-that call's inputs comes sooner), or says that the GPU has no peak on record. See ``python
-eval.py --help``.
+under ncu). A failed check's numbers are labelled (``ERROR at (i, j, l): result R, expected
+E``; protocol mode logs the server's unlabelled text). After a benchmark or leaderboard table,
+a ``warning:`` line on stderr names each shape whose mean or median lies below what its bytes
+take at the GPU's peak memory bandwidth (``harness.impossible_times``: with the L2 cleared
+before every call, no output computed from that call's inputs comes sooner), or says that the
+GPU has no peak on record. See ``python eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
@@ -114,6 +115,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -392,7 +394,7 @@ def _human(args) -> int:
     device = device_name()
 
     def progress(msg):
-        print(msg, file=sys.stderr, flush=True)
+        print(_labelled(msg), file=sys.stderr, flush=True)
 
     def heartbeat(seconds):
         progress(f"    ... still running ({seconds:.0f} s)")
@@ -432,6 +434,8 @@ def _human(args) -> int:
                           "ignored here", file=sys.stderr)
             results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress,
                                harness_date=args.harness_date, ncu=env_flag("POPCORN_NCU", False))
+            for r in results:  # the table and the JSON say which value is which
+                r.error = _labelled(r.error)
             picks = safe_call(worker, backend_picks) if report["backend"] == "fastest" else None
         if isinstance(picks, dict) and picks:
             report["backend_picks"] = {**report.get("backend_picks", {}), **picks}
@@ -457,6 +461,24 @@ def _human(args) -> int:
     report["passed"] = passed
     _write_json(args.json, report, progress)
     return EXIT_OK if passed else EXIT_FAIL
+
+
+# The server's mismatch lines (utils.verbose_allclose): "ERROR at (i, j, l): RESULT EXPECTED".
+_MISMATCH = re.compile(r"ERROR at (\([^)]*\)): (\S+) (\S+)")
+
+
+def _labelled(text: str) -> str:
+    """``text`` with each of the server's mismatch lines saying which number is the result and
+    which the expected value ("ERROR at (0, 0, 0): result -0.6333, expected 100.5"); human mode
+    only: protocol mode logs the server's text as it is."""
+    def label(hit):
+        index, got, want = hit.groups()
+        try:
+            float(got), float(want)
+        except ValueError:  # not two numbers: another format, left as it is
+            return hit.group(0)
+        return f"ERROR at {index}: result {got}, expected {want}"
+    return _MISMATCH.sub(label, text)
 
 
 def _write_json(path: str | None, report: dict, progress) -> None:

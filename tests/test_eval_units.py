@@ -123,6 +123,27 @@ def test_human_mode_stops_in_one_line_without_custom_kernel(tmp_path, capfd):
     assert out == "" and err.splitlines() == [f"error: {path}: {NO_KERNEL}; no case ran"], err
 
 
+# --------------------------------------------------------------------------- labelled mismatches
+
+
+def test_human_mode_labels_the_servers_mismatch_numbers():
+    """utils.verbose_allclose's lines (the server's format: result, then expected) get their
+    names; NaN and infinities too; other text is left as it is."""
+    import torch
+
+    from utils import verbose_allclose
+    got = torch.tensor([-0.63330078125, float("nan"), 3.0, float("-inf")], dtype=torch.float16)
+    want = torch.tensor([100.5, 1.0, 3.0, 2.0], dtype=torch.float16)
+    server = "mismatch found! " + " ".join(verbose_allclose(got, want))
+    assert "ERROR at (0,): -0.63330078125 100.5 " in server  # the server's format, unlabelled
+    assert ev._labelled(server) == ("mismatch found! Number of mismatched elements: 3 of 4 "
+                                    "ERROR at (0,): result -0.63330078125, expected 100.5 "
+                                    "ERROR at (1,): result nan, expected 1.0 "
+                                    "ERROR at (3,): result -inf, expected 2.0")
+    for other in ("SIZE MISMATCH: received shape (2,), expected (3,)", "ERROR at (0,): tensor(1.) x", ""):
+        assert ev._labelled(other) == other
+
+
 # --------------------------------------------------------------------------- parser
 
 
