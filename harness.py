@@ -26,7 +26,8 @@ every other name is private to this file):
   ``writable_file_problem``;
 * the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
   ``kernelguard_precheck``, ``precheck_file``;
-* the one loader of a submission file: ``load_submission``, ``KIT_OWN_FILES``, ``shadowed_files``,
+* the one loader of a submission file: ``load_submission``, ``load_tool_submission`` (a tool's
+  ``--submission``, one-line errors), ``KIT_OWN_FILES``, ``shadowed_files``,
   ``submission_import_problem`` (in the worker);
 * test files and shapes: ``TestCase``, ``TestFileError``, ``combine_seeds``,
   ``parse_test_cases``, ``with_secret``, ``case_problem``, ``read_test_file``, ``input_bytes``,
@@ -315,6 +316,20 @@ def load_submission(path: Path | str, name: str = "submission", keep: bool = Tru
             else:
                 sys.modules[name] = saved_module
     return module
+
+
+def load_tool_submission(path: Path | str, option: str = "--submission"):
+    """The submission file a tool's ``option`` names, loaded as ``load_submission`` does (kept);
+    ValueError with one line naming the option where it is no submission file
+    (``submission_problem``) or its import raises (the exception's type and message: the
+    command line prints that line, not a traceback)."""
+    problem = submission_problem(Path(path))
+    if problem:
+        raise ValueError(f"{option}: {problem}")
+    try:
+        return load_submission(path)
+    except Exception as exc:  # noqa: BLE001 - any failure of the file's own code, in one line
+        raise ValueError(one_line(f"{option} {path} does not import: {type(exc).__name__}: {exc}")) from None
 
 
 # The kit's files a submission's folder may hold copies or other versions of: the server's four
