@@ -247,7 +247,8 @@ class Precheck:
         if self.rejected:
             return (f"{self.label()}: rejected ({self.classification}, {self.reason}); matched rules: {rules}; the "
                     "server refuses such a submission where its pre-check is on (KERNELGUARD_ENABLED)")
-        return f"{self.label()}: not rejected ({self.classification}); matched rules: {rules}"
+        return (f"{self.label()}: not rejected ({self.classification}), so the server runs it: its pre-check "
+                f"refuses only a rejected file and logs any other classification; matched rules: {rules}")
 
 
 def kernelguard_precheck(source: str) -> Precheck:
