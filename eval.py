@@ -3,10 +3,10 @@ human mode. The pieces it shares with ``eval.py audit``, ``eval.py ab`` and the 
 worker, the timed loops, the upload rules, test files, tables) live in harness.py, which
 protocol mode needs beside this file; this file adds the two modes and the subcommands' dispatch.
 
-PROTOCOL MODE (what the server runs, with ``submission.py`` beside this file and its own
-``task.py``, ``utils.py`` and ``reference.py``)::
+PROTOCOL MODE (what the server runs, as ``python eval.py MODE TESTFILE``, with ``submission.py``
+beside this file and its own ``task.py``, ``utils.py`` and ``reference.py``)::
 
-    POPCORN_FD=<fd> python eval.py test|benchmark|leaderboard|profile TESTFILE
+    POPCORN_FD=<fd> python3 eval.py test|benchmark|leaderboard|profile TESTFILE
 
 It mirrors the GPU MODE NVIDIA ``eval.py`` (written anew for this kit). The server revision and
 every fact taken from it -- exit codes, seeds, the loops' repeat and time limits, the L2 clear,
@@ -45,7 +45,7 @@ harness.py's constants (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry t
   inside an NVTX range "generate input", the call inside one named "custom_kernel" (what the
   server's ``ncu --nvtx-include custom_kernel/`` profiles) and an empty report; only
   ``POPCORN_NCU=`` (set, empty) takes the torch profiler's path, a table per case. Reports are
-  base64 with altchars ``+*``. ``python eval.py profile [SUBMISSION]`` without ``POPCORN_FD``
+  base64 with altchars ``+*``. ``python3 eval.py profile [SUBMISSION]`` without ``POPCORN_FD``
   runs the server's ncu command over this harness (ncu_profile.py).
 
 Where this file knowingly differs from the server's:
@@ -74,17 +74,19 @@ Where this file knowingly differs from the server's:
   clock, skip the L2 flush and stop after ``CPU_MAX_REPEATS`` repeats: verdicts are real,
   times are not.
 
-HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py human
+HUMAN MODE (``python3 eval.py [options]`` without POPCORN_FD, or ``python3 eval.py human
 [options]``): runs the same loops and prints a table per mode (runs, mean, median, best, worst
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
 of the means (the leaderboard's score) and of the medians; ``--mode profile`` prints the torch
-profiler's table per case (the ncu path only where ``POPCORN_NCU`` is set to a true value, i.e.
-under ncu). A failed check's numbers are labelled (``ERROR at (i, j, l): result R, expected
-E``; protocol mode logs the server's unlabelled text). After a benchmark or leaderboard table,
-a ``warning:`` line on stderr names each shape whose mean or median lies below what its bytes
-take at the GPU's peak memory bandwidth (``harness.impossible_times``: with the L2 cleared
-before every call, no output computed from that call's inputs comes sooner), or says that the
-GPU has no peak on record. See ``python eval.py --help``.
+profiler's table per case, on a CPU too (the ncu path only where ``POPCORN_NCU`` is set to a
+true value, i.e. under ncu; ``python3 eval.py profile``, no ``--mode``, is Nsight Compute's run,
+ncu_profile.py). A failed check's numbers are labelled (``ERROR at (i, j, l): result R,
+expected E``; protocol mode logs the server's unlabelled text). After a benchmark or
+leaderboard table, a ``warning:`` line on stderr names each shape whose mean or median lies
+below what its bytes take at the GPU's peak memory bandwidth (``harness.impossible_times``:
+with the L2 cleared before every call, no output computed from that call's inputs comes
+sooner), or says that the GPU has no peak on record. See ``python3
+eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
@@ -205,12 +207,12 @@ def protocol_main(argv: list[str]) -> int:
     if not fd:
         return EXIT_NO_FD
     if argv and argv[0].startswith("-"):  # human mode's options, with POPCORN_FD left exported
-        print(f"POPCORN_FD is set, which selects protocol mode (POPCORN_FD=<fd> python eval.py "
+        print(f"POPCORN_FD is set, which selects protocol mode (POPCORN_FD=<fd> python3 eval.py "
               f"{'|'.join(MODES)} TESTFILE), so {argv[0]!r} is no mode; for the human mode unset POPCORN_FD "
-              f"or run `python eval.py human {' '.join(argv)}`", file=sys.stderr)
+              f"or run `python3 eval.py human {' '.join(argv)}`", file=sys.stderr)
         return EXIT_USAGE
     if len(argv) < 2:
-        print(f"usage: POPCORN_FD=<fd> python eval.py {'|'.join(MODES)} TESTFILE (got {len(argv)} "
+        print(f"usage: POPCORN_FD=<fd> python3 eval.py {'|'.join(MODES)} TESTFILE (got {len(argv)} "
               "argument(s))", file=sys.stderr)
         return EXIT_USAGE
     mode, test_file = argv[0], argv[1]
@@ -245,7 +247,7 @@ def protocol_main(argv: list[str]) -> int:
         out = os.fdopen(int(fd), "w")
     except (OSError, ValueError) as exc:
         print(f"POPCORN_FD={fd} is not an open file descriptor ({exc}): protocol mode writes its results "
-              f"there, e.g. `POPCORN_FD=3 python eval.py {mode} {test_file} 3>log.txt`", file=sys.stderr)
+              f"there, e.g. `POPCORN_FD=3 python3 eval.py {mode} {test_file} 3>log.txt`", file=sys.stderr)
         return EXIT_BAD_FD
     os.set_inheritable(int(fd), False)
 
@@ -284,22 +286,25 @@ def device_name() -> str:
 
 def human_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="python eval.py",
+        prog="python3 eval.py",
         description="Check and time an nvfp4_gemv submission with the server's rules.",
-        epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
+        epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python3 eval.py MODE TESTFILE. "
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
-               "python eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
-               "python eval.py ab BASE NEW [NEW ...]. "
+               "python3 eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
+               "python3 eval.py ab BASE NEW [NEW ...]. "
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
-               "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
-               "The kit's sources (kernels/) copied into submission.py: python eval.py bundle [--check]. "
-               "Nsight Compute profile as the server takes it (a GPU and ncu): python eval.py profile [SUBMISSION]. "
+               "python3 eval.py compile [SUBMISSION] [--arch sm_90a]. "
+               "The kit's sources (kernels/) copied into submission.py: python3 eval.py bundle [--check]. "
+               "Nsight Compute profile as the server takes it (a CUDA GPU and ncu; refused on a CPU), not "
+               "--mode profile: python3 eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
     p.add_argument("--submission", help="the submission file (default: submission.py)")
     p.add_argument("--mode", default="test", choices=(*MODES, "all"),
-                   help="all = test, then benchmark, then leaderboard, each only if the previous passed")
+                   help="profile = one call per case under the torch profiler, its table (runs on a CPU too; "
+                        "Nsight Compute is the subcommand python3 eval.py profile); all = test, then benchmark, "
+                        "then leaderboard, each only if the previous passed")
     p.add_argument("--shapes", metavar="|".join(SHAPE_SETS) + "|FILE",
                    help="tests: the official correctness cases; benchmarks: the timed cases; all: both "
                         "(all from shapes.json); or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111' "
@@ -520,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         return profile_main(argv[1:])
     if argv and argv[0] in MODES:
         print("POPCORN_FD is not set: protocol mode writes its results to that file descriptor. "
-              "For the human mode run `python eval.py --help`.", file=sys.stderr)
+              "For the human mode run `python3 eval.py --help`.", file=sys.stderr)
         return EXIT_NO_FD
     return human_main(argv)
 

@@ -424,7 +424,7 @@ def test_protocol_usage_errors_say_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("POPCORN_FD", "987")  # never opened
     assert ev.main(["test"]) == harness.EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("usage: POPCORN_FD=<fd> python eval.py test|benchmark")
+    assert err.count("\n") == 1 and err.startswith("usage: POPCORN_FD=<fd> python3 eval.py test|benchmark")
     good = tmp_path / "good.txt"
     good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
     for fd in ("987", "three"):
@@ -470,7 +470,7 @@ def test_protocol_mode_says_popcorn_fd_selected_it(monkeypatch, capsys, argv):
     assert ev.main(argv) == harness.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("POPCORN_FD is set, which selects protocol mode"), err
-    assert f"python eval.py human {' '.join(argv)}" in err
+    assert f"python3 eval.py human {' '.join(argv)}" in err
 
 
 def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):
