@@ -457,7 +457,7 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None, tim
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="python eval.py audit",
+        prog="python3 eval.py audit",
         description="Run a submission under adversarial but legal conditions (in-place new values, fresh "
                     "tensors, c poisoned, the output checked as soon as the call returns) and check the "
                     "server's static rules. One line per check: PASS|FAIL|INFO name: reason. Exit 0 only when "

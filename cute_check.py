@@ -31,8 +31,11 @@ not take, and code that needs CUDA before it compiles (that is reported as a fai
 error).
 
 Exit status: 0 when every shape compiled for every architecture; 1 when one failed (or the
-file did not import); 2 for a usage error, a file that is not a CuTe DSL submission (one line:
-it imports no ``cutlass``) or no DSL installed here (``pip install -e ".[cute]"``).
+file did not import); 2 for a usage error, an ``--arch`` the installed DSL does not compile for
+(one line naming those it does: the first child checks every ``--arch`` against the DSL's
+``Arch`` list before anything is imported or compiled), a file that is not a CuTe DSL
+submission (one line: it imports no ``cutlass``) or no DSL installed here
+(``python3 -m pip install -e ".[cute]"``).
 
 A DSL installed with ``pip install --target DIR`` (found through ``PYTHONPATH``) has its
 package folder ``nvidia_cutlass_dsl/python_packages`` (``dsl_packages`` in later versions) added
@@ -130,9 +133,37 @@ def load_shapes(name: str) -> list[tuple[int, int, int]]:
 
 # --------------------------------------------------------------------------- child (one arch)
 
-def _child(path: Path, shapes: list) -> dict:
+def dsl_archs() -> list[str] | None:
+    """The architecture names the installed DSL compiles for (its ``Arch`` enum; aliases it
+    resolves, such as sm_110 / sm_101, count too), or None where this DSL version has no such
+    list. Imports the DSL: for the child process."""
+    try:
+        from cutlass.base_dsl.arch import Arch
+    except ImportError:
+        return None
+    return list(Arch.__members__)
+
+
+def unknown_archs(archs: list[str]) -> list[str]:
+    """Those of ``archs`` the installed DSL does not compile for ([] where it has no list)."""
+    try:
+        from cutlass.base_dsl.arch import Arch
+    except ImportError:
+        return []
+    out = []
+    for arch in archs:
+        try:
+            Arch[arch]
+        except KeyError:
+            out.append(arch)
+    return out
+
+
+def _child(path: Path, shapes: list, archs: list | None = None) -> dict:
     """In a process with CUTE_DSL_ARCH set (this file run as a script: its folder, the kit's,
-    first on sys.path): import, intercept launches, compile per shape."""
+    first on sys.path): import, intercept launches, compile per shape. ``archs``: every
+    architecture of the run, checked against the DSL's list first (``unknown_archs``); one it
+    does not take stops this child before the submission is imported."""
     from harness import load_submission
     add_dsl_paths()
     out = {"version": dsl_version(), "arch": os.environ.get("CUTE_DSL_ARCH", ""), "import": None, "shapes": []}
@@ -143,6 +174,10 @@ def _child(path: Path, shapes: list) -> dict:
         out["import"] = "the CUTLASS DSL does not import: " + one_line(exc)
         return out
     out["version"] = getattr(cutlass, "__version__", None) or out["version"]
+    unknown = unknown_archs(archs or [])
+    if unknown:
+        out.update(unknown_archs=unknown, dsl_archs=dsl_archs())
+        return out
     counts = {"compiled": 0, "launches": 0}
     cls = jit_executor.JitCompiledFunction
     init = cls.__init__
@@ -225,9 +260,10 @@ def _no_driver_jit(counts: dict) -> None:
     cls.jit = jit_or_mark
 
 
-def _run_child(path: Path, arch: str, shapes: list) -> dict:
+def _run_child(path: Path, arch: str, shapes: list, archs: list | None = None) -> dict:
     env = dict(os.environ, CUTE_DSL_ARCH=arch, CUDA_VISIBLE_DEVICES="", CUTE_DSL_DISABLE_FILE_CACHING="1")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), json.dumps(shapes)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), json.dumps(shapes),
+           json.dumps(archs or [])]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -240,10 +276,14 @@ def _run_child(path: Path, arch: str, shapes: list) -> dict:
             "shapes": []}
 
 
-def run_arch(path: Path, arch: str, shapes: list) -> dict:
+def run_arch(path: Path, arch: str, shapes: list, archs: list | None = None) -> dict:
     """Every shape for one architecture: one child process, or a new one after a shape that
-    left the DSL without its JIT engine (``CompiledNoDriver``: the child stops there)."""
-    res = _run_child(path, arch, shapes)
+    left the DSL without its JIT engine (``CompiledNoDriver``: the child stops there).
+    ``archs``: the architectures the first child checks before anything is compiled (the
+    result then holds ``unknown_archs`` and no shapes where the DSL lacks one)."""
+    res = _run_child(path, arch, shapes, archs)
+    if res.get("unknown_archs"):
+        return res
     while not res.get("import") and len(res["shapes"]) < len(shapes):
         more = _run_child(path, arch, shapes[len(res["shapes"]):])
         if more.get("import"):
@@ -285,11 +325,11 @@ def report(name: str, res: dict) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        res = _child(Path(argv[1]), [tuple(s) for s in json.loads(argv[2])])
+        res = _child(Path(argv[1]), [tuple(s) for s in json.loads(argv[2])], json.loads(argv[3]) if argv[3:] else [])
         sys.stdout.flush()
         print("CUTE_CHECK " + json.dumps(res), flush=True)
         return 0
-    ap = argparse.ArgumentParser(prog="eval.py compile", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 eval.py compile", description=__doc__.split("\n\n")[0])
     ap.add_argument("submission", nargs="?", default="submission.py", help="the file (default submission.py)")
     ap.add_argument("--arch", action="append", help="target, repeatable (default sm_100a, the B200); e.g. sm_90a")
     ap.add_argument("--shapes", default="benchmarks", metavar="tests|benchmarks|all|FILE",
@@ -324,7 +364,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the CUTLASS DSL ({DSL_DIST}) is not installed here: python3 -m pip install -e \".[cute]\"",
               file=sys.stderr)
         return EXIT_USAGE
-    results = [run_arch(path.resolve(), arch, shapes) for arch in archs]
+    results = []
+    for arch in archs:  # the first child checks every --arch against the DSL before anything compiles
+        res = run_arch(path.resolve(), arch, shapes, archs if not results else None)
+        if res.get("unknown_archs"):
+            known = res.get("dsl_archs") or []
+            print(f"error: --arch {', '.join(res['unknown_archs'])}: {DSL_DIST} {res.get('version') or '?'} compiles "
+                  f"for {', '.join(known)}", file=sys.stderr)
+            return EXIT_USAGE
+        results.append(res)
     version = next((r["version"] for r in results if r.get("version")), dsl_version())
     print(f"{path}: {DSL_DIST} {version}; shapes: {args.shapes}; no GPU used (launches skipped, results unchecked)")
     ok = True

@@ -3,10 +3,10 @@ human mode. The pieces it shares with ``eval.py audit``, ``eval.py ab`` and the 
 worker, the timed loops, the upload rules, test files, tables) live in harness.py, which
 protocol mode needs beside this file; this file adds the two modes and the subcommands' dispatch.
 
-PROTOCOL MODE (what the server runs, with ``submission.py`` beside this file and its own
-``task.py``, ``utils.py`` and ``reference.py``)::
+PROTOCOL MODE (what the server runs, as ``python eval.py MODE TESTFILE``, with ``submission.py``
+beside this file and its own ``task.py``, ``utils.py`` and ``reference.py``)::
 
-    POPCORN_FD=<fd> python eval.py test|benchmark|leaderboard|profile TESTFILE
+    POPCORN_FD=<fd> python3 eval.py test|benchmark|leaderboard|profile TESTFILE
 
 It mirrors the GPU MODE NVIDIA ``eval.py`` (written anew for this kit). The server revision and
 every fact taken from it -- exit codes, seeds, the loops' repeat and time limits, the L2 clear,
@@ -45,7 +45,7 @@ harness.py's constants (``EXIT_*``, ``BENCH_*``, ``LEADERBOARD_*``, ...) carry t
   inside an NVTX range "generate input", the call inside one named "custom_kernel" (what the
   server's ``ncu --nvtx-include custom_kernel/`` profiles) and an empty report; only
   ``POPCORN_NCU=`` (set, empty) takes the torch profiler's path, a table per case. Reports are
-  base64 with altchars ``+*``. ``python eval.py profile [SUBMISSION]`` without ``POPCORN_FD``
+  base64 with altchars ``+*``. ``python3 eval.py profile [SUBMISSION]`` without ``POPCORN_FD``
   runs the server's ncu command over this harness (ncu_profile.py).
 
 Where this file knowingly differs from the server's:
@@ -74,15 +74,18 @@ Where this file knowingly differs from the server's:
   clock, skip the L2 flush and stop after ``CPU_MAX_REPEATS`` repeats: verdicts are real,
   times are not.
 
-HUMAN MODE (``python eval.py [options]`` without POPCORN_FD, or ``python eval.py human
+HUMAN MODE (``python3 eval.py [options]`` without POPCORN_FD, or ``python3 eval.py human
 [options]``): runs the same loops and prints a table per mode (runs, mean, median, best, worst
 in µs, the official B200 speed of light and the share of it reached) with the geometric mean
 of the means (the leaderboard's score) and of the medians; ``--mode profile`` prints the torch
-profiler's table per case (the ncu path only where ``POPCORN_NCU`` is set to a true value, i.e.
-under ncu). After a benchmark or leaderboard table, a ``warning:`` line on stderr names each
-shape whose mean or median lies below what its bytes take at the GPU's peak memory bandwidth
-(``harness.impossible_times``: with the L2 cleared before every call, no output computed from
-that call's inputs comes sooner), or says that the GPU has no peak on record. See ``python
+profiler's table per case, on a CPU too (the ncu path only where ``POPCORN_NCU`` is set to a
+true value, i.e. under ncu; ``python3 eval.py profile``, no ``--mode``, is Nsight Compute's run,
+ncu_profile.py). A failed check's numbers are labelled (``ERROR at (i, j, l): result R,
+expected E``; protocol mode logs the server's unlabelled text). After a benchmark or
+leaderboard table, a ``warning:`` line on stderr names each shape whose mean or median lies
+below what its bytes take at the GPU's peak memory bandwidth (``harness.impossible_times``:
+with the L2 cleared before every call, no output computed from that call's inputs comes
+sooner), or says that the GPU has no peak on record. See ``python3
 eval.py --help``.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
@@ -91,7 +94,9 @@ a missing ``#!POPCORN`` header line is one ``warning:`` line, ``header_warnings`
 arguments: the submission (an existing ``.py`` file, positional or ``--submission``; it is
 imported with the kit's folder first on the path, so a reference.py, utils.py or task.py beside
 it is not used, which one ``warning:`` line says, ``harness.shadowed_files``; one that does not
-import stops the run with its traceback and one ``error:`` line, exit 112, before any case),
+import stops the run with its traceback and one ``error:`` line, exit 112, before any case, and
+so does one without a callable ``custom_kernel`` or one that needs the CUTLASS DSL where it is not
+installed, in one line without a traceback, the latter naming the install command),
 ``--json`` (a path it can write), the shapes (``--shapes``: a named set of shapes.json or a
 file, every case valid for the problem and small enough for this machine's memory), the timed modes' need of CUDA and,
 where the submission has ``select_backend(device)``, that its backend can run here (without
@@ -118,6 +123,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -208,12 +214,12 @@ def protocol_main(argv: list[str]) -> int:
     if not fd:
         return EXIT_NO_FD
     if argv and argv[0].startswith("-"):  # human mode's options, with POPCORN_FD left exported
-        print(f"POPCORN_FD is set, which selects protocol mode (POPCORN_FD=<fd> python eval.py "
+        print(f"POPCORN_FD is set, which selects protocol mode (POPCORN_FD=<fd> python3 eval.py "
               f"{'|'.join(MODES)} TESTFILE), so {argv[0]!r} is no mode; for the human mode unset POPCORN_FD "
-              f"or run `python eval.py human {' '.join(argv)}`", file=sys.stderr)
+              f"or run `python3 eval.py human {' '.join(argv)}`", file=sys.stderr)
         return EXIT_USAGE
     if len(argv) < 2:
-        print(f"usage: POPCORN_FD=<fd> python eval.py {'|'.join(MODES)} TESTFILE (got {len(argv)} "
+        print(f"usage: POPCORN_FD=<fd> python3 eval.py {'|'.join(MODES)} TESTFILE (got {len(argv)} "
               "argument(s))", file=sys.stderr)
         return EXIT_USAGE
     mode, test_file = argv[0], argv[1]
@@ -248,7 +254,7 @@ def protocol_main(argv: list[str]) -> int:
         out = os.fdopen(int(fd), "w")
     except (OSError, ValueError) as exc:
         print(f"POPCORN_FD={fd} is not an open file descriptor ({exc}): protocol mode writes its results "
-              f"there, e.g. `POPCORN_FD=3 python eval.py {mode} {test_file} 3>log.txt`", file=sys.stderr)
+              f"there, e.g. `POPCORN_FD=3 python3 eval.py {mode} {test_file} 3>log.txt`", file=sys.stderr)
         return EXIT_BAD_FD
     os.set_inheritable(int(fd), False)
 
@@ -287,23 +293,26 @@ def device_name() -> str:
 
 def human_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="python eval.py",
+        prog="python3 eval.py",
         description="Check and time an nvfp4_gemv submission with the server's rules.",
-        epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python eval.py MODE TESTFILE. "
+        epilog="Protocol mode (as the server runs it): POPCORN_FD=<fd> python3 eval.py MODE TESTFILE. "
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
-               "python eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
-               "python eval.py ab BASE NEW [NEW ...]. "
+               "python3 eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
+               "python3 eval.py ab BASE NEW [NEW ...]. "
                "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
-               "python eval.py compile [SUBMISSION] [--arch sm_90a]. "
+               "python3 eval.py compile [SUBMISSION] [--arch sm_90a]. "
                "The kit's sources (kernels/) copied into submission.py: "
-               "python eval.py bundle [--check | --write-back] [--force]. "
-               "Nsight Compute profile as the server takes it (a GPU and ncu): python eval.py profile [SUBMISSION]. "
+               "python3 eval.py bundle [--check | --write-back] [--force]. "
+               "Nsight Compute profile of what the benchmark runs, as the server takes it (a CUDA GPU and ncu; "
+               "refused on a CPU), not --mode profile: python3 eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "
                "on input writes).")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the submission file (or --submission)")
     p.add_argument("--submission", help="the submission file (default: submission.py)")
     p.add_argument("--mode", default="test", choices=(*MODES, "all"),
-                   help="all = test, then benchmark, then leaderboard, each only if the previous passed")
+                   help="profile = one call per case under the torch profiler, its table (runs on a CPU too; "
+                        "Nsight Compute is the subcommand python3 eval.py profile); all = test, then benchmark, "
+                        "then leaderboard, each only if the previous passed")
     p.add_argument("--shapes", metavar="|".join(SHAPE_SETS) + "|FILE",
                    help="tests: the official correctness cases; benchmarks: the timed cases; all: both "
                         "(all from shapes.json); or a FILE of lines 'm: 128; k: 256; l: 1; seed: 1111' "
@@ -399,7 +408,7 @@ def _human(args) -> int:
     device = device_name()
 
     def progress(msg):
-        print(msg, file=sys.stderr, flush=True)
+        print(_labelled(msg), file=sys.stderr, flush=True)
 
     def heartbeat(seconds):
         progress(f"    ... still running ({seconds:.0f} s)")
@@ -417,8 +426,8 @@ def _human(args) -> int:
                     timeout=args.timeout, ignore_interrupt=True) as worker:
             if mode == modes[0]:  # the import, then the backend, once, before any case: one line each
                 problem = safe_call(worker, submission_import_problem)
-                if problem:  # its traceback (the submission's frames) went to stderr once
-                    print(f"error: {submission} does not import, so no case ran: {problem}", file=sys.stderr)
+                if problem:  # an import's traceback (the submission's frames) went to stderr once
+                    print(f"error: {submission}: {problem}; no case ran", file=sys.stderr)
                     report.update(passed=False, import_error=str(problem))
                     _write_json(args.json, report, progress)
                     return EXIT_FAIL
@@ -441,6 +450,8 @@ def _human(args) -> int:
                           "ignored here", file=sys.stderr)
             results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress,
                                harness_date=args.harness_date, ncu=env_flag("POPCORN_NCU", False))
+            for r in results:  # the table and the JSON say which value is which
+                r.error = _labelled(r.error)
             picks = safe_call(worker, backend_picks) if report["backend"] == "fastest" else None
         if isinstance(picks, dict) and picks:
             report["backend_picks"] = {**report.get("backend_picks", {}), **picks}
@@ -467,6 +478,24 @@ def _human(args) -> int:
     report["passed"] = passed
     _write_json(args.json, report, progress)
     return EXIT_OK if passed else EXIT_FAIL
+
+
+# The server's mismatch lines (utils.verbose_allclose): "ERROR at (i, j, l): RESULT EXPECTED".
+_MISMATCH = re.compile(r"ERROR at (\([^)]*\)): (\S+) (\S+)")
+
+
+def _labelled(text: str) -> str:
+    """``text`` with each of the server's mismatch lines saying which number is the result and
+    which the expected value ("ERROR at (0, 0, 0): result -0.6333, expected 100.5"); human mode
+    only: protocol mode logs the server's text as it is."""
+    def label(hit):
+        index, got, want = hit.groups()
+        try:
+            float(got), float(want)
+        except ValueError:  # not two numbers: another format, left as it is
+            return hit.group(0)
+        return f"ERROR at {index}: result {got}, expected {want}"
+    return _MISMATCH.sub(label, text)
 
 
 def _write_json(path: str | None, report: dict, progress) -> None:
@@ -508,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         return profile_main(argv[1:])
     if argv and argv[0] in MODES:
         print("POPCORN_FD is not set: protocol mode writes its results to that file descriptor. "
-              "For the human mode run `python eval.py --help`.", file=sys.stderr)
+              "For the human mode run `python3 eval.py --help`.", file=sys.stderr)
         return EXIT_NO_FD
     return human_main(argv)
 

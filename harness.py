@@ -26,7 +26,8 @@ every other name is private to this file):
   ``writable_file_problem``;
 * the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
   ``kernelguard_precheck``, ``precheck_file``;
-* the one loader of a submission file: ``load_submission``, ``KIT_OWN_FILES``, ``shadowed_files``,
+* the one loader of a submission file: ``load_submission``, ``load_tool_submission`` (a tool's
+  ``--submission``, one-line errors), ``KIT_OWN_FILES``, ``shadowed_files``,
   ``submission_import_problem`` (in the worker);
 * commands as records name them (from the kit's root, files by their path in the kit):
   ``kit_path``, ``kit_command``;
@@ -250,7 +251,8 @@ class Precheck:
         if self.rejected:
             return (f"{self.label()}: rejected ({self.classification}, {self.reason}); matched rules: {rules}; the "
                     "server refuses such a submission where its pre-check is on (KERNELGUARD_ENABLED)")
-        return f"{self.label()}: not rejected ({self.classification}); matched rules: {rules}"
+        return (f"{self.label()}: not rejected ({self.classification}), so the server runs it: its pre-check "
+                f"refuses only a rejected file and logs any other classification; matched rules: {rules}")
 
 
 def kernelguard_precheck(source: str) -> Precheck:
@@ -321,6 +323,20 @@ def load_submission(path: Path | str, name: str = "submission", keep: bool = Tru
     return module
 
 
+def load_tool_submission(path: Path | str, option: str = "--submission"):
+    """The submission file a tool's ``option`` names, loaded as ``load_submission`` does (kept);
+    ValueError with one line naming the option where it is no submission file
+    (``submission_problem``) or its import raises (the exception's type and message: the
+    command line prints that line, not a traceback)."""
+    problem = submission_problem(Path(path))
+    if problem:
+        raise ValueError(f"{option}: {problem}")
+    try:
+        return load_submission(path)
+    except Exception as exc:  # noqa: BLE001 - any failure of the file's own code, in one line
+        raise ValueError(one_line(f"{option} {path} does not import: {type(exc).__name__}: {exc}")) from None
+
+
 # The kit's files a submission's folder may hold copies or other versions of: the server's four
 # (it puts its own beside the submission) and what the kit's eval.py and reference.py import.
 KIT_OWN_FILES = (*SERVER_FILES, *KIT_SUPPORT_FILES)
@@ -345,13 +361,9 @@ def shadowed_files(path: Path | str) -> list[str]:
 
 
 def submission_import_problem() -> str:
-    """In the worker: '' when the submission imports, else the one-line summary of why not (its
-    traceback, the submission's frames, goes to stderr once: ``_describe``)."""
-    try:
-        _submission()
-    except BaseException as exc:
-        return _describe(exc, "importing the submission")
-    return ""
+    """In the worker: '' when the submission imports and defines a callable ``custom_kernel``,
+    else why not in one line (``_load_kernel``)."""
+    return _load_kernel()[1]
 
 
 # =========================================================================== commands in records
@@ -719,8 +731,43 @@ def _submission():
     return submission
 
 
-def _custom_kernel():
-    return _submission().custom_kernel
+# The CUTLASS DSL's top-level package and the kit's install command for it (pyproject.toml's extra).
+_DSL_PACKAGE = "cutlass"
+_DSL_INSTALL = 'python3 -m pip install -e ".[cute]"'
+
+
+def _missing_dsl(exc: BaseException) -> str:
+    """The one line for a submission whose import failed because the CUTLASS DSL is not
+    installed here (a ModuleNotFoundError for ``cutlass`` itself), with the install command;
+    '' for any other failure."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != _DSL_PACKAGE:
+        return ""  # a module inside an installed DSL that is missing is the submission's error
+    return one_line(f"importing the submission raised ModuleNotFoundError: {exc}: it uses the CUTLASS DSL, "
+                    f"which is not installed here: {_DSL_INSTALL}")
+
+
+def _kernel_problem(module) -> str:
+    """'' when the submission module has a callable ``custom_kernel``, else why not in one line."""
+    kernel = getattr(module, "custom_kernel", None)
+    if kernel is None:
+        return ("the submission defines no custom_kernel: the harness calls custom_kernel(data) with each "
+                "case's inputs")
+    if not callable(kernel):
+        return f"the submission's custom_kernel is not a function (type {type(kernel).__name__})"
+    return ""
+
+
+def _load_kernel():
+    """(the submission's ``custom_kernel``, '') or (None, why not in one line): the import raised
+    (its traceback, the submission's frames, goes to stderr once: ``_describe``; a missing CUTLASS
+    DSL is one line with its install command, ``_missing_dsl``) or the module has no callable
+    ``custom_kernel``."""
+    try:
+        module = _submission()
+    except BaseException as exc:
+        return None, _missing_dsl(exc) or _describe(exc, "importing the submission")
+    problem = _kernel_problem(module)
+    return (None, problem) if problem else (module.custom_kernel, "")
 
 
 def _backend_here() -> tuple[str, str]:
@@ -877,10 +924,9 @@ def _check(data, output) -> tuple[bool, str]:
 
 def _run_test_case(args: dict) -> tuple[bool, str]:
     """One correctness check: (passed, message)."""
-    try:
-        custom_kernel = _custom_kernel()
-    except BaseException as exc:
-        return False, _describe(exc, "importing the submission")
+    custom_kernel, problem = _load_kernel()
+    if problem:
+        return False, problem
     try:
         data = _generate(args)
         given = _clone(data)
@@ -901,10 +947,9 @@ def _run_test_case(args: dict) -> tuple[bool, str]:
 def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
     """One correctness check, then the timed loop (``time_calls``), in the worker. Returns the
     list of durations (ns) or a failure message (str)."""
-    try:
-        custom_kernel = _custom_kernel()
-    except BaseException as exc:
-        return _describe(exc, "importing the submission")
+    custom_kernel, problem = _load_kernel()
+    if problem:
+        return problem
     return time_calls(custom_kernel, args, recheck, max_repeats, budget_ns, _generate)
 
 
@@ -1007,11 +1052,13 @@ def _run_profile_case(args: dict, ncu: bool = False):
     "generate input", one call inside an NVTX range "custom_kernel" (what ``ncu --nvtx-include
     custom_kernel/`` profiles), and an empty report (the tables come from ncu's own report).
     Otherwise the torch profiler's table of one call, inside the same ranges."""
+    custom_kernel, problem = _load_kernel()
+    if problem:
+        return False, problem
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
         cuda = torch.cuda.is_available()
-        custom_kernel = _custom_kernel()
         with _nvtx("generate input"):
             data = _generate(args)
             _sync()

@@ -76,13 +76,14 @@ submission = None  # the submission module timed: load() sets it (main: --submis
 
 def load(path: str | None = None):
     """Import the submission to time (default: the kit's submission.py) as the module
-    ``submission``, and make it the one every helper below uses."""
+    ``submission``, and make it the one every helper below uses. A ``path`` that is no
+    submission file or does not import raises ValueError (one line, ``harness.load_tool_submission``)."""
     global submission
     if path is None:
         import submission as kit_submission  # the kit's own (ROOT is first on sys.path)
         submission = kit_submission
     else:
-        submission = harness.load_submission(path)
+        submission = harness.load_tool_submission(path)
     return submission
 
 
@@ -252,7 +253,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     elif args.plot or args.roofline_shapes != ap.get_default("roofline_shapes"):
         ap.error("--plot and --roofline-shapes go with --roofline")
     if args.submission:
-        load(args.submission)
+        try:
+            load(args.submission)
+        except ValueError as exc:  # no such file, or it does not import: one line, no traceback
+            ap.exit(2, f"error: {exc}\n")
     args.grid_configs = {}
     if args.grid:
         try:

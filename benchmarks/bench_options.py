@@ -4,8 +4,12 @@ job's options with them on a machine that may have no torch)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
-import harness  # the shape sets (harness.py imports no torch at the top)
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
+import harness  # noqa: E402  the shape sets (harness.py imports no torch at the top)
 
 DESCRIPTION = "Kernel benchmark of submission.py against the read ceiling (needs a CUDA GPU)."
 DEFAULT_REPS = 40
@@ -82,3 +86,8 @@ def sms_points(spec: str) -> list:
     return out
 
 
+if __name__ == "__main__":
+    _asked = bool({"-h", "--help"} & set(sys.argv[1:]))
+    print(__doc__.split("\n\n")[0] + "\n\nA module, not a command: benchmarks/bench_kernel.py and modal_app.py "
+          "import it. Run\n    python3 benchmarks/bench_kernel.py --help", file=sys.stdout if _asked else sys.stderr)
+    sys.exit(0 if _asked else 2)

@@ -1,8 +1,8 @@
 """Every nvfp4_gemv strategy side by side on the current GPU, against the bandwidth ceiling.
 
-    python -m benchmarks.compare                      # the benchmark shapes of shapes.json
-    python -m benchmarks.compare --shapes all         # ... and the official test shapes
-    python -m benchmarks.compare --shape 512x4096x2 --reps 40 --out /tmp/cmp
+    python3 -m benchmarks.compare                      # the benchmark shapes of shapes.json
+    python3 -m benchmarks.compare --shapes all         # ... and the official test shapes
+    python3 -m benchmarks.compare --shape 512x4096x2 --reps 40 --out /tmp/cmp
 
 Strategies: the registry ``STRATEGIES`` (a key, a label and what it runs, each; ``--help``
 lists them from it): the streaming-read ceiling, the kernel backends of submission.py, the official
@@ -722,7 +722,7 @@ def environment(argv: list[str]) -> dict:
     import triton
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-            "command": harness.kit_command(["python", "-m", "benchmarks.compare"], argv, ("--out",))}
+            "command": harness.kit_command(["python3", "-m", "benchmarks.compare"], argv, ("--out",))}
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         meta.update(device=torch.cuda.get_device_name(0), capability=list(torch.cuda.get_device_capability(0)),
@@ -733,7 +733,7 @@ def environment(argv: list[str]) -> dict:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python3 -m benchmarks.compare", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="strategies (--strategies):\n" + "\n".join(
                                     f"  {s.key:<11} {s.what}" for s in STRATEGIES))

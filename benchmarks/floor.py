@@ -59,6 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 import torch  # noqa: E402
 
+from harness import SHAPE_SETS  # noqa: E402  tests, benchmarks, all (harness imports no torch at the top)
+
 PROTOCOLS = ("server", "no clear", "no clear, held", "clear, sync", "clear, sync, held")
 # the protocols every item is timed under; the two "clear, sync" ones only for the empty kernels
 ITEM_PROTOCOLS = PROTOCOLS[:3]
@@ -73,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reps", type=int, default=DEFAULT_REPS,
                     help=f"timed calls per item and protocol (default {DEFAULT_REPS}; at least 50)")
     ap.add_argument("--json", default="", help="write the run's record (JSON) here")
-    ap.add_argument("--shapes", default="benchmarks", help="shape set of shapes.json for the per-shape items")
+    ap.add_argument("--shapes", choices=SHAPE_SETS, default="benchmarks",
+                    help="shape set of shapes.json for the per-shape items: benchmarks (default), tests or all")
     return ap
 
 

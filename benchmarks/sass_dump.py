@@ -141,6 +141,28 @@ def dump_triton(sub, out: Path) -> int:
     return n
 
 
+CUDA_NEEDS = ("cuda_compile_variants", "cuda_kernel", "cuda_compile")  # the kit's cuda backend's functions used
+
+
+def dumpable(sub, only: str | None) -> tuple[list[str], str]:
+    """(the parts of ``--only`` (None: both) the submission has kernels for, '') or ([], why
+    not, in one line): cuda needs the kit's cuda backend's ``CUDA_NEEDS``, triton module-level
+    ``@triton.jit`` functions named ``*_kernel``. A part left out of the default is said on
+    stderr."""
+    from benchmarks import compile_table as ct
+    missing = [name for name in CUDA_NEEDS if not callable(getattr(sub, name, None))]
+    why = {"cuda": f"no {', '.join(f'{n}()' for n in missing)} (the kit's cuda backend's)" if missing else "",
+           "triton": "" if ct.kernels_of(sub) else f"no @triton.jit function named *{ct.KERNEL_SUFFIX}"}
+    asked = [only] if only else ["cuda", "triton"]
+    parts = [part for part in asked if not why[part]]
+    if not parts:
+        return [], "no kernel to dump: " + "; ".join(why[part] for part in asked)
+    for part in asked:
+        if why[part]:
+            print(f"sass_dump: {part} skipped: {why[part]}", file=sys.stderr)
+    return parts, ""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 benchmarks/sass_dump.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--submission", default=str(ROOT / "submission.py"))
@@ -151,16 +173,24 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         return subprocess.run([sys.executable, str(Path(__file__).resolve()), *(argv or sys.argv[1:])],
                               env=env).returncode
-    from harness import load_submission
-    sub = load_submission(args.submission)
+    from harness import load_tool_submission
+    try:
+        sub = load_tool_submission(args.submission)
+    except ValueError as exc:  # no such file, or it does not import: one line
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    parts, problem = dumpable(sub, args.only)
+    if problem:
+        print(f"error: {args.submission}: {problem}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
-        if args.only in (None, "cuda"):
+        if "cuda" in parts:
             counts["cuda"] = dump_cuda(sub, out)
-        if args.only in (None, "triton"):
+        if "triton" in parts:
             counts["triton"] = dump_triton(sub, out)
     print(f"sass_dump: wrote {', '.join(f'{n} {k}' for k, n in counts.items())} SASS files to {out}")
     return 0

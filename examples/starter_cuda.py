@@ -302,6 +302,17 @@ def launch_plan(a, b, sfa, sfb, c) -> tuple:
     return cfg, (m // cfg.rows_per_block, l), scalars
 
 
+def select_backend(device: torch.device) -> str:
+    """What custom_kernel runs on ``device``, as eval.py's table names it: the CUDA kernel on a
+    GPU, the torch fallback elsewhere. The starter has no other choice: an NVFP4_GEMV_BACKEND
+    (eval.py --backend) but auto is refused, so that no run claims a backend it did not use."""
+    wanted = os.environ.get("NVFP4_GEMV_BACKEND") or "auto"
+    if wanted != "auto":
+        raise ValueError(f"NVFP4_GEMV_BACKEND={wanted}: the starter runs its CUDA kernel on a GPU and its torch "
+                         "fallback elsewhere, nothing else; unset it (or --backend auto)")
+    return "cuda kernel" if device.type == "cuda" else "torch fallback (the CUDA kernel did not run: no GPU)"
+
+
 def custom_kernel(data: input_t) -> output_t:
     _check(data)
     a, b, sfa, sfb, _, _, c = data

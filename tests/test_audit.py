@@ -319,6 +319,18 @@ def test_precheck_passes_the_kit_with_its_rules_as_info(path):
     pytest.importorskip("kernelguard")
     check = audit.precheck_check(path)
     assert check.status == "INFO" and "not rejected" in check.reason, check.reason
+    assert "so the server runs it" in check.reason, check.reason
+
+
+def test_a_precheck_that_does_not_reject_says_what_that_means_for_the_upload():
+    """The INFO line of a classification the server only logs (the kit's own file: low_confidence,
+    SCALED_MM_REF) says on that line that the server runs the file, not only the verdict's words."""
+    found = harness.Precheck(installed=True, version=harness.KERNELGUARD_VERSION, classification="low_confidence",
+                             rules=["SCALED_MM_REF (high)"])
+    assert found.summary() == (
+        f"KernelGuard {harness.KERNELGUARD_VERSION}, default profile: not rejected (low_confidence), so the server "
+        "runs it: its pre-check refuses only a rejected file and logs any other classification; matched rules: "
+        "SCALED_MM_REF (high)")
 
 
 def test_precheck_without_kernelguard_is_one_info_line_with_the_install_command(monkeypatch):

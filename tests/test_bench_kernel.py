@@ -109,8 +109,10 @@ def test_gpu_scripts_refuse_in_one_line_without_cuda(script):
       "--kernel-name regex:_read_kernel"]),
     (["benchmarks/cuda_build_probe.py", "--help"], ["--skip-load-inline", "NVRTC"]),
     (["benchmarks/timing.py", "--help"], ["A module, not a command", "python3 benchmarks/bench_kernel.py --help"]),
+    (["benchmarks/bench_options.py", "--help"],
+     ["A module, not a command", "python3 benchmarks/bench_kernel.py --help"]),
     (["modal_app.py", "--help"], ["modal run modal_app.py --help"]),
-], ids=["profile_one", "cuda_build_probe", "timing", "modal_app"])
+], ids=["profile_one", "cuda_build_probe", "timing", "bench_options", "modal_app"])
 def test_help_says_it_all(args, words):
     """--help prints the whole text (profile_one's ncu example was cut off; timing.py and
     `python modal_app.py` printed nothing): exit 0."""
@@ -122,10 +124,56 @@ def test_help_says_it_all(args, words):
         assert word in proc.stdout, (word, proc.stdout)
 
 
-@pytest.mark.parametrize("script", ["benchmarks/timing.py", "modal_app.py"])
+@pytest.mark.parametrize("script", ["benchmarks/timing.py", "benchmarks/bench_options.py", "modal_app.py"])
 def test_modules_run_as_scripts_point_to_the_command(script):
     proc = _script(script)
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.strip(), proc.stderr
+
+
+SYNTAX_ERROR = "#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\ndef custom_kernel(data:\n    return 1\n"
+
+
+@pytest.mark.parametrize("name, words", [
+    ("missing.py", "error: --submission: submission file {path} not found"),
+    ("syntax.py", "error: --submission {path} does not import: SyntaxError: '(' was never closed (syntax.py, line 3)"),
+], ids=["missing", "syntax error"])
+def test_bench_kernel_refuses_a_bad_submission_in_one_line(tmp_path, capsys, name, words):
+    """--submission that is not there or does not import: one line, exit 2, at the arguments
+    (before the CUDA check: the same on a CPU and a GPU), no traceback."""
+    path = tmp_path / name
+    if name == "syntax.py":
+        path.write_text(SYNTAX_ERROR)
+    with pytest.raises(SystemExit) as info:
+        bench_kernel.parse_args(["--submission", str(path)])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == "" and err.splitlines() == [words.format(path=path)], err
+
+
+@pytest.mark.parametrize("name, args, words", [
+    ("missing.py", [], "error: --submission: submission file {path} not found"),
+    ("syntax.py", [], "error: --submission {path} does not import: SyntaxError: '(' was never closed"),
+    ("examples/minimal_torch.py", [], "error: {path}: no kernel to dump: no cuda_compile_variants(), cuda_kernel(), "
+     "cuda_compile() (the kit's cuda backend's); no @triton.jit function named *_kernel"),
+    ("examples/minimal_torch.py", ["--only", "cuda"], "error: {path}: no kernel to dump: no cuda_compile_variants()"),
+], ids=["missing", "syntax error", "no kernels", "no cuda backend"])
+def test_sass_dump_refuses_a_submission_it_cannot_dump_in_one_line(tmp_path, name, args, words):
+    """benchmarks/sass_dump.py: a missing file, one that does not import, one without kernels
+    (a plain-torch submission): one line, exit 2, nothing written (not a traceback)."""
+    path = ROOT / name if "/" in name else tmp_path / name
+    if name == "syntax.py":
+        path.write_text(SYNTAX_ERROR)
+    out = tmp_path / "sass"
+    proc = _script("benchmarks/sass_dump.py", "--submission", str(path), "--out", str(out), *args)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(words.format(path=path)), proc.stderr
+    assert not out.exists()
+
+
+def test_sass_dump_finds_the_kits_cuda_backend():
+    """The kit's submission has the cuda backend's functions (its Triton kernels are jit functions
+    only outside Triton's interpreter, where sass_dump.py runs itself)."""
+    from benchmarks import sass_dump
+    assert sass_dump.dumpable(submission, "cuda") == (["cuda"], "")
 
 
 def _stalling(stall_at):

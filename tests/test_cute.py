@@ -138,6 +138,53 @@ def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
         "broken.py [sm_90a] FAIL the submission does not import: ImportError: no such helper")
 
 
+@requires_dsl
+def test_an_arch_the_dsl_does_not_take_is_one_line_before_anything_compiles(capsys):
+    """--arch sm_999 (the right form, no such GPU): the first child checks every --arch against
+    the installed DSL's list before importing the submission; one line naming the list, exit 2,
+    no compile line (not one FAIL KeyError per shape)."""
+    assert cute_check.main([str(EXAMPLE), "--arch", "sm_90a", "--arch", "sm_999"]) == cute_check.EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, out + err
+    assert err.startswith("error: --arch sm_999: nvidia-cutlass-dsl ") and " compiles for " in err
+    assert "sm_90a" in err and "sm_100a" in err
+
+
+DSL_INSTALL = 'python3 -m pip install -e ".[cute]"'
+
+
+def test_a_cute_submission_without_the_dsl_says_how_to_install_it(monkeypatch, capsys):
+    """The worker's import of a CuTe DSL submission where ``import cutlass`` fails: one line with
+    the install command, no traceback."""
+    import harness
+    monkeypatch.setitem(sys.modules, "cutlass", None)  # import cutlass raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "submission", raising=False)
+    monkeypatch.setitem(harness._worker_config, "submission", str(EXAMPLE))
+    problem = harness.submission_import_problem()
+    assert problem.startswith("importing the submission raised ModuleNotFoundError: ")
+    assert problem.endswith(f"it uses the CUTLASS DSL, which is not installed here: {DSL_INSTALL}")
+    assert "\n" not in problem and capsys.readouterr().err == ""
+
+
+def test_human_mode_without_the_dsl_is_one_line_with_the_install_command(monkeypatch, capfd):
+    """``eval.py --submission examples/cute_gemv.py`` where the DSL is not on the path (the worker
+    inherits this process's sys.path, here without the DSL's folder): one error line naming the
+    install command, exit 112, no traceback, no case run."""
+    import importlib.machinery
+
+    import eval as ev
+    import harness
+    hidden = [p for p in sys.path if "nvidia_cutlass_dsl" not in p]
+    if importlib.machinery.PathFinder.find_spec("cutlass", hidden) is not None:
+        pytest.skip("the CUTLASS DSL is importable from a folder this test cannot leave out")
+    monkeypatch.setattr(sys, "path", hidden)
+    assert ev.human_main(["--submission", str(EXAMPLE)]) == harness.EXIT_FAIL
+    out, err = capfd.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {EXAMPLE}: importing the submission raised ModuleNotFoundError: ")
+    assert f"not installed here: {DSL_INSTALL}; no case ran" in err
+
+
 # --------------------------------------------------------------------------- the example's arithmetic
 
 def test_the_e2m1_nibble_table_is_twice_the_e2m1_values(example):

@@ -13,6 +13,7 @@ import base64
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def runs(tmp_path_factory, request):
     calls["human.raises"] = (human_json, "human.raises", "wrong_raises", TINY_ONE)
     calls["human.real"] = (human_json, "human.real", REAL.stem, TINY_ONE)
     calls["human.unsupported"] = (human_json, "human.unsupported", "unsupported_backend", TINY)
+    calls["human.wrong"] = (human_json, "human.wrong", "wrong_untouched_c", TINY_ONE)
     t0 = last = time.monotonic()
     progress(request.config, f"[eval.py end to end] {len(calls)} runs, two at a time ...")
     with ThreadPoolExecutor(2) as pool:
@@ -370,7 +372,9 @@ def test_a_submission_that_does_not_import_stops_human_mode_in_a_few_lines(tmp_p
     assert proc.stdout == "" and len(proc.stderr.splitlines()) <= 7, proc.stderr
     assert proc.stderr.count("importing the submission raised:\n") == 1, proc.stderr
     assert proc.stderr.count("SyntaxError: '(' was never closed\n") == 1, proc.stderr
-    assert f"error: {bad} does not import, so no case ran: importing the submission raised SyntaxError" in proc.stderr
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert error.startswith(f"error: {bad}: importing the submission raised SyntaxError: '(' was never closed")
+    assert error.endswith("; no case ran"), proc.stderr
     assert "FAIL" not in proc.stderr and "[test " not in proc.stderr
     assert "harness.py" not in proc.stderr and "<frozen" not in proc.stderr, proc.stderr
     assert f'File "{bad}", line 3' in proc.stderr
@@ -483,6 +487,20 @@ def test_human_mode_names_a_bad_setting_before_any_case(variable, value, words):
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: the submission rejects its settings: ")
     assert words in proc.stderr
+
+
+def test_a_wrong_answer_names_result_and_expected_in_human_mode_only(runs):
+    """The server's mismatch lines ("ERROR at (i, j, l): R E") say which number is which in human
+    mode's progress, table and JSON; protocol mode logs them as the server writes them."""
+    proc, report = runs["human.wrong"]
+    assert proc.returncode == 112 and "test: FAIL" in proc.stdout, proc.stderr
+    error = report["modes"]["test"]["cases"][0]["error"]
+    labelled = re.findall(r"ERROR at \(\d+, \d+, \d+\): result (\S+), expected (\S+)", error)
+    assert labelled and len(labelled) == error.count("ERROR at"), error
+    assert error in proc.stdout and error in proc.stderr  # the table's row and the progress line
+    server = get(runs, "untouched_c.test").lines["test.0.error"]
+    assert server.count("ERROR at") == error.count("ERROR at") and "result" not in server and "expected" not in server
+    assert re.search(r"ERROR at \(\d+, \d+, \d+\): \S+ \S+ ", server), server
 
 
 def test_human_mode_reports_a_failure(runs):

@@ -89,6 +89,61 @@ def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
     assert "bytes; the server rejects" in lines[0] and "contains the word" in lines[1]
 
 
+# --------------------------------------------------------------------------- a submission without custom_kernel
+
+
+NO_KERNEL = "the submission defines no custom_kernel: the harness calls custom_kernel(data) with each case's inputs"
+
+
+@pytest.mark.parametrize("module, words", [
+    ({"kernel": lambda data: data[-1]}, NO_KERNEL),
+    ({"custom_kernel": 3}, "the submission's custom_kernel is not a function (type int)"),
+], ids=["none", "not a function"])
+def test_a_missing_custom_kernel_is_named_not_called_an_import_failure(monkeypatch, capsys, module, words):
+    """Every mode's case (protocol mode's too) fails with one line naming custom_kernel; the
+    module imported, so nothing says the import raised, and no traceback is printed."""
+    import types
+    monkeypatch.setitem(sys.modules, "submission", types.SimpleNamespace(**module))
+    monkeypatch.setitem(harness._worker_config, "submission", None)
+    case = {"m": 128, "k": 256, "l": 1, "seed": 1}
+    assert harness.submission_import_problem() == words
+    assert harness._run_test_case(case) == (False, words)
+    assert harness.run_benchmark_case(case, False, 1, 1e9) == words
+    assert harness._run_profile_case(case) == (False, words)
+    assert capsys.readouterr().err == ""
+
+
+def test_human_mode_stops_in_one_line_without_custom_kernel(tmp_path, capfd):
+    """Before any case: one error line naming the file and custom_kernel, exit 112; no case runs
+    (not nine identical FAIL lines saying the import raised)."""
+    path = tmp_path / "no_entry.py"
+    path.write_text(HEADERS + "def kernel(data):\n    return data[-1]\n")
+    assert ev.human_main([str(path)]) == harness.EXIT_FAIL
+    out, err = capfd.readouterr()
+    assert out == "" and err.splitlines() == [f"error: {path}: {NO_KERNEL}; no case ran"], err
+
+
+# --------------------------------------------------------------------------- labelled mismatches
+
+
+def test_human_mode_labels_the_servers_mismatch_numbers():
+    """utils.verbose_allclose's lines (the server's format: result, then expected) get their
+    names; NaN and infinities too; other text is left as it is."""
+    import torch
+
+    from utils import verbose_allclose
+    got = torch.tensor([-0.63330078125, float("nan"), 3.0, float("-inf")], dtype=torch.float16)
+    want = torch.tensor([100.5, 1.0, 3.0, 2.0], dtype=torch.float16)
+    server = "mismatch found! " + " ".join(verbose_allclose(got, want))
+    assert "ERROR at (0,): -0.63330078125 100.5 " in server  # the server's format, unlabelled
+    assert ev._labelled(server) == ("mismatch found! Number of mismatched elements: 3 of 4 "
+                                    "ERROR at (0,): result -0.63330078125, expected 100.5 "
+                                    "ERROR at (1,): result nan, expected 1.0 "
+                                    "ERROR at (3,): result -inf, expected 2.0")
+    for other in ("SIZE MISMATCH: received shape (2,), expected (3,)", "ERROR at (0,): tensor(1.) x", ""):
+        assert ev._labelled(other) == other
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -369,7 +424,7 @@ def test_protocol_usage_errors_say_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("POPCORN_FD", "987")  # never opened
     assert ev.main(["test"]) == harness.EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("usage: POPCORN_FD=<fd> python eval.py test|benchmark")
+    assert err.count("\n") == 1 and err.startswith("usage: POPCORN_FD=<fd> python3 eval.py test|benchmark")
     good = tmp_path / "good.txt"
     good.write_text("m: 128; k: 256; l: 1; seed: 1\n")
     for fd in ("987", "three"):
@@ -415,7 +470,7 @@ def test_protocol_mode_says_popcorn_fd_selected_it(monkeypatch, capsys, argv):
     assert ev.main(argv) == harness.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("POPCORN_FD is set, which selects protocol mode"), err
-    assert f"python eval.py human {' '.join(argv)}" in err
+    assert f"python3 eval.py human {' '.join(argv)}" in err
 
 
 def test_protocol_unsets_the_secret_seed(tmp_path, monkeypatch):

@@ -351,6 +351,69 @@ def test_readme_first_screen_says_where_each_edit_goes():
         assert needed in start, needed
 
 
+def files_table() -> list[str]:
+    """The first column of README's Files table (``### Files``), backticks removed."""
+    section = README.read_text().split("### Files", 1)[1].split("\n## ", 1)[0]
+    return [line.split("|")[1].strip().strip("`") for line in section.splitlines()
+            if line.startswith("| `")]
+
+
+def test_the_files_table_names_every_module_at_the_root():
+    """Every Python file at the repository's root has its row (ab.py had none)."""
+    rows = files_table()
+    assert "ab.py" in rows
+    assert sorted(p.name for p in ROOT.glob("*.py") if p.name not in rows) == []
+
+
+# A command written with `python` rather than `python3`: `python eval.py`, `python -m x`, `python x.py`.
+PLAIN_PYTHON = re.compile(r"(?<![\w.-])python (?:-m |-c |[\w./-]+\.py\b)")
+# The one such command the docs quote: the server's own (kernelbot's run_eval.py runs `python`).
+SERVERS_COMMAND = "runs `python eval.py MODE TESTFILE`"
+
+
+def _help(main, argv) -> None:
+    """``main(argv)`` with ``--help`` in argv: argparse prints the help and exits 0."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+
+
+def test_docs_and_help_texts_write_python3(capsys):
+    """The docs' pages and the help texts of eval.py (its subcommands too) and the benchmark
+    commands write every command with python3 (they once mixed python and python3); only the
+    server's own command line, quoted as the server's, keeps `python`."""
+    found = {}
+    for doc in DOCS:
+        text = re.sub(r"\s+", " ", (ROOT / doc).read_text()).replace(SERVERS_COMMAND, "")
+        found[doc] = PLAIN_PYTHON.findall(text)
+    import eval as ev
+    from benchmarks import bench_kernel, compare, floor
+    for sub in ("", "audit", "ab", "compile", "bundle", "profile"):
+        _help(ev.main, [sub, "--help"] if sub else ["--help"])
+        found[f"eval.py {sub} --help"] = PLAIN_PYTHON.findall(capsys.readouterr().out)
+    _help(compare.parse_args, ["--help"])
+    found["compare --help"] = PLAIN_PYTHON.findall(capsys.readouterr().out)
+    for name, parser in (("bench_kernel", bench_kernel.build_parser()), ("floor", floor.build_parser())):
+        found[f"{name} --help"] = PLAIN_PYTHON.findall(parser.format_help())
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_benchmark_commands_all_take_the_shape_sets():
+    """benchmarks/README.md's first block has three commands and says "All three take
+    --shapes tests|benchmarks|all and --help": each of them does."""
+    from benchmarks import bench_kernel, compare, floor
+    page = (ROOT / "benchmarks" / "README.md").read_text()
+    assert "All three take `--shapes tests|benchmarks|all` and `--help`." in page
+    block = page.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert [line.split()[1:3] for line in block.splitlines()] == [
+        ["benchmarks/bench_kernel.py", "#"], ["-m", "benchmarks.compare"], ["benchmarks/floor.py", "--json"]]
+    for parser in (bench_kernel.build_parser(), floor.build_parser()):
+        assert "--shapes {tests,benchmarks,all}" in parser.format_help()
+    for name in harness.SHAPE_SETS:
+        assert compare.parse_args(["--shapes", name]).shapes == floor.build_parser().parse_args(
+            ["--shapes", name]).shapes == name
+
+
 TABLE_ROW_CHARS = 220  # README's tables are an overview (the cuda row was once 1,059 characters)
 
 

@@ -138,6 +138,30 @@ def test_torch_fallback_matches_the_exact_reference(m, k, l, dist):
     assert not reasons, "\n".join(reasons)
 
 
+def test_the_table_says_which_path_ran(monkeypatch):
+    """eval.py's table names what ran (``select_backend``): on a CPU the torch fallback, said to
+    be not the CUDA kernel (it once read only "test: cpu (no CUDA)"); on a GPU the kernel."""
+    monkeypatch.delenv("NVFP4_GEMV_BACKEND", raising=False)
+    cpu = starter.select_backend(torch.device("cpu"))
+    assert cpu == "torch fallback (the CUDA kernel did not run: no GPU)"
+    assert starter.select_backend(torch.device("cuda", 0)) == "cuda kernel"
+    row = harness.CaseResult("m: 128; k: 256; l: 1; seed: 1", {"m": 128, "k": 256, "l": 1, "seed": 1}, True)
+    table = harness.format_table(harness.summarize("test", [row]), "cpu (no CUDA)", cpu)
+    assert table.splitlines()[0] == f"test: cpu (no CUDA), backend {cpu}"
+
+
+@pytest.mark.parametrize("value", ["triton", "cuda", "torch"])
+def test_a_backend_setting_is_refused_in_one_line(monkeypatch, value):
+    """The starter has no backend choice: NVFP4_GEMV_BACKEND (eval.py --backend) other than auto
+    is a ValueError naming the variable (human mode: one error line, exit 2), not ignored."""
+    monkeypatch.setenv("NVFP4_GEMV_BACKEND", value)
+    with pytest.raises(ValueError, match=f"^NVFP4_GEMV_BACKEND={value}: the starter runs its CUDA kernel") as info:
+        starter.select_backend(torch.device("cpu"))
+    assert "\n" not in str(info.value)
+    monkeypatch.setenv("NVFP4_GEMV_BACKEND", "auto")
+    assert starter.select_backend(torch.device("cpu")).startswith("torch fallback")
+
+
 # --------------------------------------------------------------------------- compile gate
 
 def _nvrtc_or_skip():
