@@ -217,7 +217,7 @@ DECODES = {
 # SASS for every config both revisions compile) make equal to it; otherwise it is stale: ignored,
 # with one warning per process, and its shape treated as untabled (``config_for``).
 
-# >>> bundle kernels/tables.json sha256=640323be00ebeaa4 (a copy: edit that file, then `python3 eval.py bundle`)
+# >>> bundle kernels/tables.json sha256=3a8427a58a73ce79 (a copy: edit that file, then `python3 eval.py bundle`)
 _TABLES_JSON = r"""
 {
   "about": [
@@ -325,44 +325,43 @@ _TABLES_JSON = r"""
           "clean_us": 15.65,
           "sweep": "bench_kernel.py --sweep"
         }
-      ]
-    }
-  },
-  "retired": {
-    "cuda": {
+      ],
       "NVIDIA H200": [
         {
           "shape": [7168, 16384, 1],
           "config": "lpr=32,rpt=4,u=4,warps=8,decode=dp4a-sr,pipe=ptxas,minb=1",
-          "kernel": "38d545c52b66",
-          "kit": "f60a1c9",
-          "date": "2026-11-25",
+          "kernel": "6c6284255b2b",
+          "kit": "c9de371",
+          "date": "2026-11-29",
           "server_us": 24.35,
-          "clean_us": 23.1,
+          "clean_us": 23.15,
           "sweep": "bench_kernel.py --sweep"
         },
         {
           "shape": [4096, 7168, 8],
-          "config": "lpr=32,rpt=8,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
-          "kernel": "38d545c52b66",
-          "kit": "f60a1c9",
-          "date": "2026-11-25",
-          "server_us": 41.87,
-          "clean_us": 38.08,
+          "config": "lpr=8,rpt=2,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=5,bsh=True,ks=4,ki=True",
+          "kernel": "6c6284255b2b",
+          "kit": "c9de371",
+          "date": "2026-11-29",
+          "server_us": 39.95,
+          "clean_us": 37.12,
           "sweep": "bench_kernel.py --sweep"
         },
         {
           "shape": [7168, 2048, 4],
-          "config": "lpr=32,rpt=4,u=1,warps=1,decode=dp4a-sr,v=1,pipe=ptxas,minb=1",
-          "kernel": "38d545c52b66",
-          "kit": "f60a1c9",
-          "date": "2026-11-25",
-          "server_us": 15.15,
-          "clean_us": 14.64,
+          "config": "lpr=8,rpt=1,u=4,warps=1,decode=dp4a-sr2,v=1,pipe=ptxas,minb=32,bsh=True",
+          "kernel": "6c6284255b2b",
+          "kit": "c9de371",
+          "date": "2026-11-29",
+          "server_us": 14.35,
+          "clean_us": 13.62,
           "sweep": "bench_kernel.py --sweep"
         }
       ]
-    },
+    }
+  },
+  "retired": {
+    "cuda": {},
     "triton": {
       "NVIDIA H100 80GB HBM3": [
         {
@@ -382,7 +381,7 @@ _TABLES_JSON = r"""
 """[1:]
 # <<< bundle
 
-# >>> bundle kernels/same_sass.json sha256=0704b3d1a743a607 (a copy: edit that file, then `python3 eval.py bundle`)
+# >>> bundle kernels/same_sass.json sha256=7d5cdb545cb74e64 (a copy: edit that file, then `python3 eval.py bundle`)
 _SAME_SASS_JSON = r"""
 {
   "about": [
@@ -392,6 +391,35 @@ _SAME_SASS_JSON = r"""
     "counts for the other (submission.same_sass follows chains of them). old_kit, new_kit: the files compared."
   ],
   "proofs": [
+    {
+      "backend": "cuda",
+      "old": "385b667cc3d1",
+      "new": "6c6284255b2b",
+      "old_kit": "3ff93ea",
+      "new_kit": "73d9f9a",
+      "date": "2026-11-29",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "python3 benchmarks/sass_dump.py on both files: every cuda variant of the old file (244: the",
+        "tables, the tuner's candidate lists for cc 9.0 and 10.0, the default family, the official test",
+        "shapes), each for sm_90a and sm_100a: 488 files, no difference (the kernel names written as",
+        "KERNEL); the new file's 12 bulk-copy ring variants (config field ring > 0, 24 files) are new kernels"
+      ]
+    },
+    {
+      "backend": "triton",
+      "old": "385b667cc3d1",
+      "new": "6c6284255b2b",
+      "old_kit": "3ff93ea",
+      "new_kit": "73d9f9a",
+      "date": "2026-11-29",
+      "tools": "NVRTC 13.0 and the cuobjdump of Triton 3.9.0's wheel, Triton 3.9.0",
+      "compared": [
+        "python3 benchmarks/sass_dump.py on both files: every Triton launch variant (84), each for cc 90",
+        "and cc 100: 168 files, no difference (the Triton kernels' source is unchanged; the revision moved",
+        "with the cuda kernel's)"
+      ]
+    },
     {
       "backend": "cuda",
       "old": "1f1f601d0d8b",

@@ -138,7 +138,8 @@ def _ring_latency(shape: tuple, cfg, counts: dict, gpu: Machine, c: float) -> di
     blocks = min(occ["blocks"], -(-grid // gpu.sms))
     waves = -(-grid // (occ["blocks"] * gpu.sms))
     per_unit = 1 if cfg.rpt > 1 else (k // 32) // (32 * cfg.u)
-    stages = waves * -(-(-(-units // grid)) // cfg.warps) * per_unit // cfg.ks
+    units_per_block = -(-units // grid)
+    stages = waves * -(-units_per_block // cfg.warps) * per_unit // cfg.ks
     little = m * k // 2 * l / gpu.sms * gpu.latency_ns / (counts["ring_bytes"] * blocks) / 1e3
     chain = stages * counts["loop"] * c / CLOCK_HZ * 1e6
     return {"latency": max(little, chain), "waves": waves, "steps": stages, "trips": 0}
