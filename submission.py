@@ -678,10 +678,11 @@ class CudaConfig(_CudaFields):
 
     ring > 0 is the other kernel of kernels/nvfp4_gemv.cu, ``ring_body``: a persistent grid of
     minb blocks per SM of the current context, each reading an even share of the units (rpt
-    consecutive rows of a batch) through a shared-memory ring that one producer warp fills with
-    bulk copies, ``ring`` stages per consumer warp; ``warps`` teams of ``ks`` consumer warps, a
-    team taking a unit at a time, its warps the unit's stages in turn (K parts interleaved) and
-    adding their parts in a fixed order; a stage is rpt rows of 32 * u chunks (whole rows where
+    consecutive rows of a batch) through a shared-memory ring that ``pw`` producer warps fill with
+    bulk copies (pw 0: each consumer warp its own), ``ring`` stages per consumer warp; ``warps``
+    teams of ``ks`` consumer warps, a team taking a unit at a time, its warps the unit's stages in
+    turn (K parts interleaved) and adding their parts in a fixed order; a stage is rpt rows of 32 * u
+    chunks (whole rows where
     rpt > 1), lane L reading chunks L, L + 32, ... of each. It reads the plain scales (16-byte
     aligned) and needs compute capability >= 9.0; lpr 32, v 1, ptxas, and the register tile's
     other fields (kb, bsh, bload, gs, ki, load) at their defaults."""
