@@ -287,7 +287,7 @@ def test_a_pick_handed_on_is_the_config_the_submission_then_launches(monkeypatch
     assert ncu_profile.pin_env("torch", None) == {harness.ENV_BACKEND: "torch"}
     assert ncu_profile.config_text(submission.CudaConfig(8, 2, 4, 1, bsh=True, ks=4, ki=True)) == (
         "lpr=8,rpt=2,u=4,warps=1,v=2,load=l1_evict_first,pipe=a_first,minb=0,bsh=true,ks=4,kb=1,bload=false,gs=0,"
-        "ki=true")
+        "ki=true,ring=0,pw=0")
 
 
 class Backend(NamedTuple):
