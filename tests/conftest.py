@@ -183,6 +183,71 @@ def suite_files(extra=()) -> list[str]:
     return sorted({p.name for p in (ROOT / "tests").glob("test_*.py")} | set(extra))
 
 
+# ---- Both cores: test files in worker processes (pytest-xdist, in the dev extra) ----
+# On a machine without a CUDA GPU a plain `python3 -m pytest` runs whole test files in
+# NVFP4_TEST_WORKERS processes (default: the CPUs this process may use, at most MAX_AUTO_WORKERS),
+# each file to one worker, the heaviest files first (CPU_FILE_SECONDS), so a module's fixtures run
+# once. One process instead: where CUDA is present (the GPU tests time kernels and must not share
+# the GPU), under --part or --gpu-only (what .ci/gpu-run runs), when the command line names single
+# tests (`file::test`) or one file, with -n 0, without pytest-xdist installed, with NVFP4_TEST_WORKERS=1, and
+# in a pytest started by a test (an xdist worker's environment names it).
+WORKERS_ENV = "NVFP4_TEST_WORKERS"
+MAX_AUTO_WORKERS = 4
+# Seconds per test file of the serial suite on the 2-core CPU machine (setup + call + teardown,
+# `python3 -m pytest --durations=0`, 2026-11-29, kit 84248db): only the order in which files are
+# handed to the workers (heaviest first) uses them. A file missing here (under 5 s) counts DEFAULT_CPU_SECONDS.
+CPU_FILE_SECONDS: dict[str, float] = {
+    "test_eval_protocol.py": 180, "test_modal_app.py": 149, "test_triton_kernel.py": 145,
+    "test_compile_gate.py": 128, "test_readme.py": 97, "test_audit.py": 90, "test_ab.py": 84,
+    "test_cuda_backend.py": 78, "test_ncu_profile.py": 48, "test_starter.py": 45, "test_cute.py": 35,
+    "test_bench_kernel.py": 30, "test_parts.py": 27, "test_sass_count.py": 21, "test_quant.py": 20,
+    "test_apply_table.py": 19, "test_submission.py": 14, "test_imports.py": 10, "test_read_policies.py": 9,
+    "test_bundle.py": 9, "test_contract.py": 6,
+}
+DEFAULT_CPU_SECONDS = 3.0
+
+
+def auto_workers(config, environ=os.environ, cuda: bool = HAS_CUDA) -> tuple[int, str]:
+    """(worker processes for this run, why): 0 means the one pytest process runs every test."""
+    if config.option.numprocesses is not None or not config.pluginmanager.hasplugin("xdist"):
+        return 0, "-n given" if config.pluginmanager.hasplugin("xdist") else "pytest-xdist not installed"
+    if environ.get("PYTEST_XDIST_WORKER"):
+        return 0, "a pytest started by a test"
+    if cuda:
+        return 0, "a CUDA GPU is present (its tests time kernels)"
+    if config.getoption("part", None) or config.getoption("gpu_only", False):
+        return 0, "--part/--gpu-only"
+    if config.getoption("collectonly", False) or config.getoption("usepdb", False):
+        return 0, "--collect-only/--pdb"
+    if any("::" in str(arg) for arg in config.args):
+        return 0, "single tests named"
+    if len(config.args) == 1 and str(config.args[0]).endswith(".py"):
+        return 0, "one test file"  # a file goes whole to one worker: the others would only start
+    raw = environ.get(WORKERS_ENV, "").strip()
+    if raw:
+        if not raw.isdigit():
+            raise pytest.UsageError(f"{WORKERS_ENV}={raw!r}: expected a whole number of worker processes (1: none)")
+        n = int(raw)
+        return (n, f"{WORKERS_ENV}={n}") if n > 1 else (0, f"{WORKERS_ENV}={raw}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = min(cpus, MAX_AUTO_WORKERS)
+    return (n, f"{cpus} CPUs") if n > 1 else (0, "one CPU")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    n, _ = auto_workers(config)
+    if n > 1:  # what `-n N --dist loadfile` sets, before xdist reads it
+        config.option.numprocesses = n
+        config.option.dist = "loadfile"
+        config.option.tx = ["popen"] * n
+        config.option.loadscopereorder = False  # keep the order below: heaviest files first
+
+
+def file_order_key(path_name: str) -> float:
+    return -CPU_FILE_SECONDS.get(path_name, DEFAULT_CPU_SECONDS)
+
+
 def pytest_addoption(parser):
     parser.addoption("--part", metavar="N/M", default=None,
                      help="run only part N of M of the suite (whole test files, balanced by the "
@@ -216,6 +281,10 @@ def _part(config):
 def pytest_report_header(config):
     part = _part(config)
     if part is None:
+        n = getattr(config.option, "numprocesses", None)
+        if n and config.option.dist == "loadfile":
+            return (f"{n} worker processes, whole test files each, the heaviest first "
+                    f"(tests/conftest.py; {WORKERS_ENV}=1 or -n 0: one process)")
         return None
     n, m = part
     parts = assign_parts(suite_files(), m)
@@ -225,6 +294,8 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker: hand out the heaviest files first
+        items.sort(key=lambda item: file_order_key(item.path.name))  # stable: a file's order stays
     if config.getoption("gpu_only", False):
         drop = [item for item in items if not needs_gpu(item)]
         if drop:
