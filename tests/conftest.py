@@ -209,8 +209,10 @@ DEFAULT_CPU_SECONDS = 3.0
 
 def auto_workers(config, environ=os.environ, cuda: bool = HAS_CUDA) -> tuple[int, str]:
     """(worker processes for this run, why): 0 means the one pytest process runs every test."""
-    if config.option.numprocesses is not None or not config.pluginmanager.hasplugin("xdist"):
-        return 0, "-n given" if config.pluginmanager.hasplugin("xdist") else "pytest-xdist not installed"
+    if not config.pluginmanager.hasplugin("xdist"):  # not installed, or -p no:xdist: no -n option either
+        return 0, "pytest-xdist not installed or disabled"
+    if getattr(config.option, "numprocesses", None) is not None:
+        return 0, "-n given"
     if environ.get("PYTEST_XDIST_WORKER"):
         return 0, "a pytest started by a test"
     if cuda:

@@ -23,8 +23,9 @@ class _Plugins:
 def fake_config(args=(), numprocesses=None, xdist=True, **options):
     """What auto_workers reads of a pytest Config: args, -n, the plugins, and getoption."""
     opts = {"part": None, "gpu_only": False, "collectonly": False, "usepdb": False, **options}
-    return SimpleNamespace(args=list(args), option=SimpleNamespace(numprocesses=numprocesses),
-                           pluginmanager=_Plugins(xdist), getoption=lambda name, default=None: opts.get(name, default))
+    option = SimpleNamespace(numprocesses=numprocesses) if xdist else SimpleNamespace()  # xdist adds -n
+    return SimpleNamespace(args=list(args), option=option, pluginmanager=_Plugins(xdist),
+                           getoption=lambda name, default=None: opts.get(name, default))
 
 
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -82,3 +83,15 @@ def test_a_plain_run_uses_the_workers_and_passes(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 workers [" in proc.stdout and "2 worker processes, whole test files each" in proc.stdout, proc.stdout
     assert " passed" in proc.stdout.splitlines()[-1] and "failed" not in proc.stdout.splitlines()[-1]
+
+
+def test_without_xdist_the_suite_runs_in_one_process():
+    """-p no:xdist stands in for a machine without pytest-xdist (the GPU machines): no -n option
+    exists there, and the hook leaves the run to the one process."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    env[WORKERS_ENV] = "2"
+    files = ["tests/test_record_commands.py", "tests/test_isolation.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *files],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "workers [" not in proc.stdout and "worker processes" not in proc.stdout, proc.stdout
