@@ -207,6 +207,11 @@ CPU_FILE_SECONDS: dict[str, float] = {
 DEFAULT_CPU_SECONDS = 3.0
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def auto_workers(config, environ=os.environ, cuda: bool = HAS_CUDA) -> tuple[int, str]:
     """(worker processes for this run, why): 0 means the one pytest process runs every test."""
     if not config.pluginmanager.hasplugin("xdist"):  # not installed, or -p no:xdist: no -n option either
@@ -231,7 +236,7 @@ def auto_workers(config, environ=os.environ, cuda: bool = HAS_CUDA) -> tuple[int
             raise pytest.UsageError(f"{WORKERS_ENV}={raw!r}: expected a whole number of worker processes (1: none)")
         n = int(raw)
         return (n, f"{WORKERS_ENV}={n}") if n > 1 else (0, f"{WORKERS_ENV}={raw}")
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = usable_cpus()
     n = min(cpus, MAX_AUTO_WORKERS)
     return (n, f"{cpus} CPUs") if n > 1 else (0, "one CPU")
 

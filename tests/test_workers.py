@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import conftest
 import pytest
-from conftest import CPU_FILE_SECONDS, ROOT, WORKERS_ENV, auto_workers, file_order_key, suite_files
+from conftest import CPU_FILE_SECONDS, ROOT, WORKERS_ENV, auto_workers, file_order_key, suite_files, usable_cpus
 
 
 class _Plugins:
@@ -28,11 +28,8 @@ def fake_config(args=(), numprocesses=None, xdist=True, **options):
                            getoption=lambda name, default=None: opts.get(name, default))
 
 
-CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 @pytest.mark.parametrize("config, environ, cuda, workers", [
-    (fake_config(["tests"]), {}, False, min(CPUS, conftest.MAX_AUTO_WORKERS)),
+    (fake_config(["tests"]), {}, False, min(usable_cpus(), conftest.MAX_AUTO_WORKERS)),
     (fake_config(["tests"]), {WORKERS_ENV: "3"}, False, 3),
     (fake_config(["tests"]), {WORKERS_ENV: "1"}, False, 0),
     (fake_config(["tests"]), {WORKERS_ENV: "0"}, False, 0),
@@ -69,29 +66,31 @@ def test_files_go_out_heaviest_first_and_the_weights_name_real_files():
     assert weights == sorted(weights, reverse=True)
 
 
-def test_a_plain_run_uses_the_workers_and_passes(tmp_path):
+def two_files_in_a_fresh_pytest(*options: str) -> subprocess.CompletedProcess:
+    """Two small test files of the suite in a pytest of their own, as a plain run starts it (not as
+    a nested one: no xdist worker named in its environment), NVFP4_TEST_WORKERS=2; it must pass."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    env[WORKERS_ENV] = "2"
+    files = ["tests/test_record_commands.py", "tests/test_isolation.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *options, *files], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_a_plain_run_uses_the_workers_and_passes():
     """Two small test files through the real hook and pytest-xdist: the run says it has two
     workers, and every test passes there as it does in one process."""
     pytest.importorskip("xdist", reason="pytest-xdist is not installed (the dev extra installs it)")
     if conftest.HAS_CUDA:
         pytest.skip("with a CUDA GPU the suite keeps one process (its tests time kernels)")
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
-    env[WORKERS_ENV] = "2"
-    files = ["tests/test_record_commands.py", "tests/test_isolation.py"]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *files], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = two_files_in_a_fresh_pytest()
     assert "2 workers [" in proc.stdout and "2 worker processes, whole test files each" in proc.stdout, proc.stdout
     assert " passed" in proc.stdout.splitlines()[-1] and "failed" not in proc.stdout.splitlines()[-1]
 
 
 def test_without_xdist_the_suite_runs_in_one_process():
-    """-p no:xdist stands in for a machine without pytest-xdist (the GPU machines): no -n option
-    exists there, and the hook leaves the run to the one process."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
-    env[WORKERS_ENV] = "2"
-    files = ["tests/test_record_commands.py", "tests/test_isolation.py"]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *files],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    """-p no:xdist stands in for a machine without pytest-xdist: no -n option exists there, and
+    the hook leaves the run to the one process."""
+    proc = two_files_in_a_fresh_pytest("-p", "no:xdist")
     assert "workers [" not in proc.stdout and "worker processes" not in proc.stdout, proc.stdout
