@@ -630,6 +630,8 @@ def _new_workers(files: list[dict], args) -> dict:
 
 
 def _cuda_available() -> bool:
+    if harness.no_cuda_driver():  # no driver: no CUDA, known without importing torch (about 2 s)
+        return False
     import torch
     return torch.cuda.is_available()
 

@@ -155,6 +155,7 @@ from harness import (
     header_warnings,
     impossible_times,
     input_bytes,
+    no_cuda_driver,
     read_test_file,
     run_mode,
     safe_call,
@@ -237,8 +238,9 @@ def protocol_main(argv: list[str]) -> int:
     except TestFileError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_TESTS
-    from utils import set_seed
-    set_seed(secret or 42)
+    # The server's eval.py seeds this process's RNGs here (set_seed(seed or 42)); no case uses them:
+    # each runs in a spawned worker, which starts with fresh ones. Not done here, so that this
+    # process does not import torch (about 2 s of CPU per run).
     try:
         distribution = _distribution_from(os.environ.get(ENV_DISTRIBUTION, "official"))
     except ValueError as exc:
@@ -284,11 +286,18 @@ def protocol_main(argv: list[str]) -> int:
 
 # =========================================================================== human mode
 
+NO_CUDA = "cpu (no CUDA)"
+
+
 def device_name() -> str:
+    """The GPU's name, or NO_CUDA. Without a CUDA driver on the machine torch is not imported:
+    this process then stays at a fraction of a second (the worker imports torch for the cases)."""
+    if no_cuda_driver():
+        return NO_CUDA
     import torch
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    return "cpu (no CUDA)"
+    return NO_CUDA
 
 
 def human_main(argv: list[str]) -> int:
@@ -343,10 +352,11 @@ def human_main(argv: list[str]) -> int:
         return EXIT_INTERRUPTED
 
 
-def _memory_problem(cases: dict, torch) -> str:
+def _memory_problem(cases: dict, cuda: bool) -> str:
     """'' when every case's inputs fit this machine (GPU memory with CUDA, else RAM) with the
     harness's copies of them, else the first case that does not."""
-    if torch.cuda.is_available():
+    if cuda:
+        import torch
         capacity, where = torch.cuda.get_device_properties(0).total_memory, "GPU memory"
     else:
         try:
@@ -395,17 +405,16 @@ def _human(args) -> int:
         return EXIT_USAGE
     if args.backend:
         os.environ[ENV_BACKEND] = args.backend
-    import torch
-    if not torch.cuda.is_available() and any(m in ("benchmark", "leaderboard") for m in modes):
+    device = device_name()
+    cuda = device != NO_CUDA
+    if not cuda and any(m in ("benchmark", "leaderboard") for m in modes):
         print("error: benchmark and leaderboard modes need a CUDA GPU (times come from CUDA events "
               "and L2 flushes); on this machine use --mode test", file=sys.stderr)
         return EXIT_USAGE
-    problem = _memory_problem(cases, torch)
+    problem = _memory_problem(cases, cuda)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-
-    device = device_name()
 
     def progress(msg):
         print(_labelled(msg), file=sys.stderr, flush=True)

@@ -850,12 +850,37 @@ def _describe(exc: BaseException, doing: str) -> str:
 
 def distributions() -> tuple:
     """The input distributions eval.py offers (quant.DISTRIBUTIONS); the one place that asks.
-    Beside the server's own reference.py there is no quant.py: then only "official"."""
-    try:
-        from quant import DISTRIBUTIONS
-    except ImportError:
+    Beside the server's own reference.py there is no quant.py: then only "official". The names
+    are read from quant.py's source where it is not imported yet: importing it imports torch
+    (about 2 s), which eval.py's own process otherwise never needs on a machine without CUDA."""
+    if "quant" in sys.modules:  # imported (or blocked: None, as ``import quant`` then raises ImportError)
+        module = sys.modules["quant"]
+        return ("official",) if module is None else tuple(module.DISTRIBUTIONS)
+    spec = importlib.util.find_spec("quant")
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return ("official",)
+    import ast
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DISTRIBUTIONS" for t in node.targets)
+                and isinstance(node.value, ast.Dict)):
+            return tuple(k.value for k in node.value.keys if isinstance(k, ast.Constant))
+    from quant import DISTRIBUTIONS  # not a literal dict: ask the module itself
     return tuple(DISTRIBUTIONS)
+
+
+def no_cuda_driver() -> bool:
+    """True when this machine has no CUDA driver library (libcuda): torch.cuda.is_available()
+    is then False as well, and a process can say "no CUDA" without importing torch (about 2 s
+    of CPU). False means only that a driver is present: ask torch."""
+    import ctypes
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so", "libcuda.dylib")
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+            return False
+        except OSError:
+            continue
+    return True
 
 
 def generate_case(args: dict, distribution: str = "official"):

@@ -373,7 +373,10 @@ def permission_problem(text: str) -> str:
 # --------------------------------------------------------------------------- the run
 
 def _cuda_device() -> str:
-    """The CUDA GPU's name, or '' without one."""
+    """The CUDA GPU's name, or '' without one (at once, without importing torch, on a machine
+    without a CUDA driver)."""
+    if harness.no_cuda_driver():
+        return ""
     import torch
     return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
 

@@ -2,6 +2,7 @@
 geometric mean, popcorn line parsing, summaries and tables, protocol exit codes."""
 
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -576,6 +577,43 @@ def test_an_unknown_harness_date_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="unknown harness date '2025-12'; choose from 2025-11-11, 2026-01-13"):
         ev._harness_date_from("2025-12")
     assert ev._harness_date_from(None) == harness.HARNESS_DATE
+
+
+def test_distribution_names_are_read_without_importing_quant(monkeypatch):
+    """Where quant is not imported yet, harness.distributions() reads the names from quant.py's
+    source (importing it would import torch): the same names, in the same order."""
+    import quant
+    monkeypatch.delitem(sys.modules, "quant")
+    assert harness.distributions() == tuple(quant.DISTRIBUTIONS)
+    assert "quant" not in sys.modules
+
+
+# What eval.py's own process does on a machine without a CUDA driver: each prints whether torch
+# got imported there (the cases' worker imports it; the process that parses, checks and prints
+# needs it only to ask a driver about the GPU).
+_TORCH_FREE_RUNS = {
+    "--help": ["--help"],
+    "test mode": ["--shapes", "tests/fixtures/tiny_one.txt"],
+    "benchmark refused": ["--mode", "benchmark", "--shapes", "tests/fixtures/tiny_one.txt"],
+    "profile refused": ["profile"],
+    "protocol test mode": ["test", "tests/fixtures/tiny_one.txt"],
+}
+
+
+@pytest.mark.skipif(not harness.no_cuda_driver(), reason="a CUDA driver is present: eval.py asks torch about the GPU")
+@pytest.mark.parametrize("argv", _TORCH_FREE_RUNS.values(), ids=_TORCH_FREE_RUNS.keys())
+def test_without_a_cuda_driver_eval_py_itself_imports_no_torch(argv, tmp_path):
+    """eval.py's own process stays at a fraction of a second: about 2 s of CPU per run (import
+    torch) saved, the worker that runs the cases aside."""
+    code = ("import runpy, sys, os\n"
+            "sys.argv = ['eval.py', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_path('eval.py', run_name='__main__')\n"
+            "finally:\n    print('torch imported:', 'torch' in sys.modules, file=sys.__stderr__)\n")
+    env = {**os.environ, "POPCORN_FD": "1"} if argv[0] == "test" else {
+        k: v for k, v in os.environ.items() if k != "POPCORN_FD"}
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=Path(ev.__file__).parent, capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.stderr.splitlines()[-1] == "torch imported: False", proc.stderr[-2000:]
 
 
 def test_eval_imports_none_of_the_modules_its_subcommands_live_in():
