@@ -39,8 +39,8 @@ every other name is private to this file):
 * statistics: ``Stats``, ``calculate_stats``, ``should_stop``, ``geomean``;
 * in the worker process (or any process): ``run_benchmark_case`` (the timed loop, for
   ``Worker.call``), ``time_calls`` (the same loop on a kernel in this process),
-  ``generate_case``, ``distributions``, ``backend_picks``, ``submission_kernel_revision``,
-  ``user_traceback``, ``one_line``;
+  ``generate_case``, ``distributions``, ``no_cuda_driver`` (no CUDA, known without torch),
+  ``backend_picks``, ``submission_kernel_revision``, ``user_traceback``, ``one_line``;
 * the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
   ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
   ``run_mode``;

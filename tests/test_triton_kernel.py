@@ -95,8 +95,9 @@ def test_interpreter_matches_brute_force(m, k, l, dist):
 @pytest.mark.parametrize("plain", [False, True], ids=["permuted-scales", "plain-scales"])
 def test_interpreter_tile_shapes(cfg, plain, monkeypatch):
     """The tile shapes the sweep uses compute the same function from either scale layout,
-    with a ragged last step (K / 16 = 44 groups) and without (K / 16 = 64)."""
-    for m, k, l in ((128, 704, 2), (256, 1024, 1)):
+    with a ragged last step (K / 16 = 44 groups) and without (K / 16 = 64). M = 128: the interpreter
+    runs one program per BLOCK_M rows, so these BLOCK_M of 1 to 8 still take 16 to 128 row blocks."""
+    for m, k, l in ((128, 704, 2), (128, 1024, 1)):
         data = make_input(m, k, l, 31, "cpu", "full-range")
         if plain:  # the permuted copies poisoned: only the plain scales can give the right answer
             data = data[:4] + (data[4].clone().fill_(float("nan")), data[5].clone().fill_(float("nan"))) + data[6:]
