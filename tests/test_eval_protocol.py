@@ -329,8 +329,13 @@ def test_human_mode_records_the_backend_that_ran(runs):
     expected = submission.select_backend(torch.device("cuda" if HAS_CUDA else "cpu"))
     assert report["backend_requested"] == "auto" and report["backend"] == expected != "auto"
     assert report["kernel_revision"] == submission.kernel_revision() and report["bundle"] == "in sync"
-    assert proc.stdout.startswith(f"test: {report['device']}, backend {expected}, kernel "
-                                  f"{submission.kernel_revision()}, bundle: in sync\n")
+    label = expected
+    if expected == "fastest":  # on a GPU: the table names each shape's pick after it
+        picks = report["backend_picks"]
+        assert picks and set(picks.values()) <= set(submission.BACKENDS), picks
+        label += " (" + ", ".join(f"{shape}: {pick}" for shape, pick in picks.items()) + ")"
+    assert proc.stdout.startswith(f"test: {report['device']}, backend {label}, kernel "
+                                  f"{submission.kernel_revision()}, bundle: in sync\n"), proc.stdout
     assert "wrote JSON: " in proc.stderr
     proc, report = runs["human.good"]  # good_submission has no select_backend, no kernel revision
     assert report["backend"] is None and report["kernel_revision"] is None and report["bundle"] == "not the kit's file"

@@ -472,9 +472,12 @@ def test_the_whole_run_profiles_each_case_with_the_benchmark_s_pick(tmp_path, mo
                     {"POPCORN_NCU": "1", harness.ENV_BACKEND: "fast", ncu_profile.ENV_CONFIG: "fast=tile=2"}]
     assert out.with_name("mine-128x256x1.ncu-rep").is_file() and out.with_name("mine-128x256x2.ncu-rep").is_file()
     assert not out.exists()
+    # The server's default (ncu_profile.server_default): on a GPU the first racing backend with its
+    # first candidate, Tile(1); off a GPU the exact backend, which has no config.
+    default = "fast Tile(tile=1)" if HAS_CUDA else "exact (no config)"
     assert "1. nvfp4_gemv_8_2_4_1_3_1_610_2_1_8_100 (112, 1, 1)x(256, 1, 1); case m: 128; k: 256; l: 2; seed: 2222: " \
            "fast Tile(tile=2); where no table names the GPU (as for the B200 today) the server's profile shows " \
-           "another kernel: exact (no config)" in captured.out  # off a GPU the server's default is the exact backend
+           f"another kernel: {default}" in captured.out
     assert "the benchmark's pick (NVFP4_GEMV_BACKEND=fast NVFP4_GEMV_CONFIG=fast=tile=2)" in captured.err
 
 
