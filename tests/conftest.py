@@ -6,7 +6,10 @@ set before any ``@triton.jit`` function is created, hence here, before tests imp
 
 import json
 import os
+import shutil
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -278,6 +281,46 @@ def needs_gpu(item) -> bool:
 
 def pytest_configure(config):
     _part(config)  # a bad --part is refused before anything is collected
+    if not os.environ.get(CUBINS_ENV):  # this run's own folder; worker processes inherit the variable
+        os.environ[CUBINS_ENV] = config._nvfp4_cubins = tempfile.mkdtemp(prefix="nvfp4_test_cubins_")
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_nvfp4_cubins", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(CUBINS_ENV, None)
+
+
+# --------------------------------------------------------------------------- NVRTC cubins shared in a run
+# The cuda backend's kernels are compiled by several test files (every variant in
+# test_cuda_backend.py; the SASS counts, the ring and others a subset): each source is compiled
+# once per run, by whichever test (in whichever worker process) comes first.
+CUBINS_ENV = "NVFP4_TEST_CUBINS"
+
+
+@pytest.fixture
+def shared_cubins(monkeypatch):
+    """submission.cuda_compile, remembered for this run in the folder $NVFP4_TEST_CUBINS: the same
+    source, arch and options compiled earlier in the run (any test, any worker) give that cubin
+    back; the first compile of each is NVRTC's, and one that fails is never remembered."""
+    import hashlib
+
+    import submission
+    real, folder = submission.cuda_compile, Path(os.environ[CUBINS_ENV])
+
+    def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
+        options = (submission._cuda_options(arch, defines), submission._profiling())
+        path = folder / (hashlib.sha256(repr((source, arch, options)).encode()).hexdigest() + ".cubin")
+        if path.is_file():
+            return path.read_bytes()
+        cubin = real(source, arch, defines)
+        part = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        part.write_bytes(cubin)
+        os.replace(part, path)  # whole or absent: another worker may read it at once
+        return cubin
+
+    monkeypatch.setattr(submission, "cuda_compile", cuda_compile)
 
 
 def _part(config):

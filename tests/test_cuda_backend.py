@@ -15,6 +15,7 @@ import subprocess
 import sys
 import types
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
@@ -305,11 +306,34 @@ def _cuobjdump():
     return cuobjdump() or None
 
 
+def test_shared_cubins_give_back_the_first_compile_and_never_a_failure(shared_cubins):
+    """The run's cubin folder (conftest.shared_cubins): after a source's first compile its cubin
+    is a file there, and the next call for the same source and arch returns that file (here
+    overwritten, to show it is read); another arch compiles anew; a source that does not
+    compile raises each time and leaves no file."""
+    _nvrtc_or_skip()
+    folder = Path(os.environ["NVFP4_TEST_CUBINS"])
+    source = f'extern "C" __global__ void shared_cubins_probe(int *x) {{ x[0] = {os.getpid()}; }}\n'
+    before = set(folder.iterdir())
+    first = submission.cuda_compile(source, "sm_90a")
+    (new,) = set(folder.iterdir()) - before
+    assert first[:4] == b"\x7fELF" and new.read_bytes() == first
+    new.write_bytes(b"remembered")
+    assert submission.cuda_compile(source, "sm_90a") == b"remembered"
+    assert submission.cuda_compile(source, "sm_100a")[:4] == b"\x7fELF"
+    files = set(folder.iterdir())
+    for _ in range(2):
+        with pytest.raises(submission.CudaBuildError):
+            submission.cuda_compile(source.replace("x[0]", "no_such_name"), "sm_90a")
+    assert set(folder.iterdir()) == files
+
+
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
-def test_every_cuda_variant_compiles(arch, tmp_path):
+def test_every_cuda_variant_compiles(arch, tmp_path, shared_cubins):
     """Every config, layout and tail variant the backend can launch compiles for Hopper and
-    Blackwell (NVRTC needs no GPU). On sm_100a the f16x2 decode must use the hardware e2m1
-    conversion (SASS F2FP...E2M1), and the dp4a decode must not."""
+    Blackwell (NVRTC needs no GPU; a variant another test of this run compiled already is not
+    compiled twice: conftest.shared_cubins). On sm_100a the f16x2 decode must use the hardware
+    e2m1 conversion (SASS F2FP...E2M1), and the dp4a decode must not."""
     _nvrtc_or_skip()
     dump = _cuobjdump()
     variants = submission.cuda_compile_variants()

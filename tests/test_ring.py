@@ -166,7 +166,7 @@ def _nvrtc_or_skip():
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
-def test_ring_compiles_for_hopper_and_blackwell_every_decode(arch):
+def test_ring_compiles_for_hopper_and_blackwell_every_decode(arch, shared_cubins):
     _nvrtc_or_skip()
     for decode in ("dp4a", "f16x2", "dp4a-sr", "dp4a-sr2"):
         for probe in (False, True):

@@ -6,6 +6,9 @@ import pytest
 
 from benchmarks import sass_count
 
+# Their kernels are among those test_cuda_backend.py compiles: each compiled once a run (conftest.shared_cubins).
+pytestmark = pytest.mark.usefixtures("shared_cubins")
+
 SASS = """
         /*0100*/                   IMAD.MOV.U32 R4, RZ, RZ, R26 ;
         /*0110*/                   LDG.E.128 R4, desc[UR10][R4.64] ;
