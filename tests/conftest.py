@@ -296,12 +296,12 @@ def pytest_unconfigure(config):
 # The cuda backend's kernels are compiled by several test files (every variant in
 # test_cuda_backend.py; the SASS counts, the ring and others a subset): each source is compiled
 # once per run, by whichever test (in whichever worker process) comes first.
-CUBINS_ENV = "NVFP4_TEST_CUBINS"
+CUBINS_ENV = "KIT_TEST_CUBINS"  # not an NVFP4_ name: tests check that the kit passes no NVFP4_ setting on
 
 
 @pytest.fixture
 def shared_cubins(monkeypatch):
-    """submission.cuda_compile, remembered for this run in the folder $NVFP4_TEST_CUBINS: the same
+    """submission.cuda_compile, remembered for this run in the folder $KIT_TEST_CUBINS: the same
     source, arch and options compiled earlier in the run (any test, any worker) give that cubin
     back; the first compile of each is NVRTC's, and one that fails is never remembered."""
     import hashlib

@@ -312,7 +312,7 @@ def test_shared_cubins_give_back_the_first_compile_and_never_a_failure(shared_cu
     overwritten, to show it is read); another arch compiles anew; a source that does not
     compile raises each time and leaves no file."""
     _nvrtc_or_skip()
-    folder = Path(os.environ["NVFP4_TEST_CUBINS"])
+    folder = Path(os.environ["KIT_TEST_CUBINS"])
     source = f'extern "C" __global__ void shared_cubins_probe(int *x) {{ x[0] = {os.getpid()}; }}\n'
     before = set(folder.iterdir())
     first = submission.cuda_compile(source, "sm_90a")
