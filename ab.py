@@ -630,10 +630,7 @@ def _new_workers(files: list[dict], args) -> dict:
 
 
 def _cuda_available() -> bool:
-    if harness.no_cuda_driver():  # no driver: no CUDA, known without importing torch (about 2 s)
-        return False
-    import torch
-    return torch.cuda.is_available()
+    return harness.cuda_available()  # without importing torch where no CUDA driver is (about 2 s)
 
 
 def gpu_info() -> tuple[dict, Nvml | None]:

@@ -149,13 +149,13 @@ from harness import (
     Worker,
     backend_picks,
     backend_status,
+    cuda_device_name,
     distributions,
     env_flag,
     format_table,
     header_warnings,
     impossible_times,
     input_bytes,
-    no_cuda_driver,
     read_test_file,
     run_mode,
     safe_call,
@@ -290,14 +290,10 @@ NO_CUDA = "cpu (no CUDA)"
 
 
 def device_name() -> str:
-    """The GPU's name, or NO_CUDA. Without a CUDA driver on the machine torch is not imported:
-    this process then stays at a fraction of a second (the worker imports torch for the cases)."""
-    if no_cuda_driver():
-        return NO_CUDA
-    import torch
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    return NO_CUDA
+    """The GPU's name, or NO_CUDA. Without a CUDA driver on the machine torch is not imported
+    (harness.cuda_device_name): this process then stays at a fraction of a second (the worker
+    imports torch for the cases)."""
+    return cuda_device_name() or NO_CUDA
 
 
 def human_main(argv: list[str]) -> int:

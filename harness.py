@@ -40,6 +40,7 @@ every other name is private to this file):
 * in the worker process (or any process): ``run_benchmark_case`` (the timed loop, for
   ``Worker.call``), ``time_calls`` (the same loop on a kernel in this process),
   ``generate_case``, ``distributions``, ``no_cuda_driver`` (no CUDA, known without torch),
+  ``cuda_available``, ``cuda_device_name`` (torch's answers, without torch where no driver is),
   ``backend_picks``, ``submission_kernel_revision``, ``user_traceback``, ``one_line``;
 * the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
   ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
@@ -881,6 +882,23 @@ def no_cuda_driver() -> bool:
         except OSError:
             continue
     return True
+
+
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), answered without importing torch where the machine has no CUDA
+    driver (``no_cuda_driver``): the one place the kit's processes ask before timing or naming a GPU."""
+    if no_cuda_driver():
+        return False
+    import torch
+    return torch.cuda.is_available()
+
+
+def cuda_device_name() -> str:
+    """The CUDA GPU's name (torch.cuda.get_device_name()), '' without one (``cuda_available``)."""
+    if not cuda_available():
+        return ""
+    import torch
+    return torch.cuda.get_device_name()
 
 
 def generate_case(args: dict, distribution: str = "official"):

@@ -374,11 +374,8 @@ def permission_problem(text: str) -> str:
 
 def _cuda_device() -> str:
     """The CUDA GPU's name, or '' without one (at once, without importing torch, on a machine
-    without a CUDA driver)."""
-    if harness.no_cuda_driver():
-        return ""
-    import torch
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    without a CUDA driver: harness.cuda_device_name)."""
+    return harness.cuda_device_name()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -176,7 +176,7 @@ def test_a_folder_is_no_submission(tmp_path, capsys):
 def test_the_cache_hint_only_follows_a_right_first_call(tmp_path):
     """A plain wrong answer (zeros) is wrong from its first call: no guess at caching. A result
     cached by pointer is right first and wrong later: the guess is made. (Without the tolerance
-    checks, which make no guess: half the audit's time on a CPU.)"""
+    checks, which make no guess: nearly all of the audit's time on a CPU.)"""
     zeros = tmp_path / "zeros.py"
     zeros.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[0] + "\n"
                      "import torch\n\n\ndef custom_kernel(data):\n    c = data[-1]\n    c.zero_()\n    return c\n")
