@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import conftest
 import pytest
 from conftest import CPU_FILE_SECONDS, ROOT, WORKERS_ENV, auto_workers, file_order_key, suite_files, usable_cpus
+from test_worker_env import EXPECT_THREADS_ENV
 
 
 class _Plugins:
@@ -69,9 +70,10 @@ def test_files_go_out_heaviest_first_and_the_weights_name_real_files():
 def two_files_in_a_fresh_pytest(*options: str) -> subprocess.CompletedProcess:
     """Two small test files of the suite in a pytest of their own, as a plain run starts it (not as
     a nested one: no xdist worker named in its environment), NVFP4_TEST_WORKERS=2; it must pass."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", conftest.THREADS_ENV)}
     env[WORKERS_ENV] = "2"
-    files = ["tests/test_record_commands.py", "tests/test_isolation.py"]
+    env[EXPECT_THREADS_ENV] = "1"  # tests/test_worker_env.py checks what reaches a worker (without workers: skipped)
+    files = ["tests/test_worker_env.py", "tests/test_isolation.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *options, *files], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -87,6 +89,14 @@ def test_a_plain_run_uses_the_workers_and_passes():
     proc = two_files_in_a_fresh_pytest()
     assert "2 workers [" in proc.stdout and "2 worker processes, whole test files each" in proc.stdout, proc.stdout
     assert " passed" in proc.stdout.splitlines()[-1] and "failed" not in proc.stdout.splitlines()[-1]
+    assert "skipped" not in proc.stdout.splitlines()[-1], proc.stdout  # test_worker_env.py ran in a worker
+
+
+def test_workers_compute_on_one_thread_each_unless_the_user_says_otherwise():
+    """A run with workers gives each (and what it starts) one compute thread; a value set is kept."""
+    assert conftest.worker_threads_env({}) == {"OMP_NUM_THREADS": "1"}
+    assert conftest.worker_threads_env({"OMP_NUM_THREADS": " "}) == {"OMP_NUM_THREADS": "1"}
+    assert conftest.worker_threads_env({"OMP_NUM_THREADS": "2"}) == {}
 
 
 def test_without_xdist_the_suite_runs_in_one_process():
