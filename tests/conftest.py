@@ -28,6 +28,68 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+
+# ------------------------------------------------------------------ Triton's interpreter: patched once a launch
+# Under TRITON_INTERPRET=1 Triton re-patches triton.language for the interpreter at every call of a
+# @triton.jit helper (triton.runtime.interpreter._patch_lang: inspect.getmembers over the language
+# modules), although the launch that runs the helper patched the same modules already: a third of
+# the interpreter tests' CPU (cProfile of test_interpreter_tile_shapes[plain-scales-cfg4], Triton
+# 3.9.0: 22 of 63 s). Within one launch (GridExecutor.__call__) a helper whose language modules
+# were patched earlier in the launch (by the launch itself, or by a helper: Triton never undoes a
+# helper's patch) runs without patching again; everything else goes through Triton's own code.
+class _NoPatchScope:
+    """What a skipped patch gives back: nothing to restore (the launch's own scope restores)."""
+
+    def restore(self) -> None:
+        pass
+
+
+def interpreter_patches_once() -> bool:
+    """Install the once-per-launch patching in triton.runtime.interpreter; False (and nothing
+    changed) where that module lacks the functions it wraps."""
+    try:
+        import triton.language as tl
+        from triton.runtime import interpreter as ti
+    except Exception:  # noqa: BLE001 - no Triton, or one without an interpreter: nothing to speed up
+        return False
+    grid, patch = getattr(ti, "GridExecutor", None), getattr(ti, "_patch_lang", None)
+    if grid is None or patch is None or "__call__" not in vars(grid):
+        return False
+    if getattr(patch, "kit_once", False):
+        return True
+    state = threading.local()
+    langs: dict = {}  # fn -> the language modules in its globals (what _patch_lang patches for it)
+
+    def langs_of(fn) -> frozenset:
+        if fn not in langs:
+            langs[fn] = frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
+        return langs[fn]
+
+    def patch_lang(fn):
+        patched = getattr(state, "patched", None)
+        if patched is not None and langs_of(fn) <= patched:
+            return _NoPatchScope()
+        scope = patch_lang.real(fn)
+        if getattr(state, "in_launch", False):  # patched now for the rest of the launch (a helper's
+            state.patched = (patched or frozenset()) | langs_of(fn)  # own patches are never undone)
+        return scope
+
+    def launch(self, *args, **kwargs):
+        saved = getattr(state, "in_launch", False), getattr(state, "patched", None)
+        state.in_launch, state.patched = True, None
+        try:
+            return launch.real(self, *args, **kwargs)
+        finally:
+            state.in_launch, state.patched = saved
+
+    patch_lang.kit_once, patch_lang.real, launch.real = True, patch, grid.__call__
+    ti._patch_lang, grid.__call__ = patch_lang, launch
+    return True
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    interpreter_patches_once()
+
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 

@@ -105,6 +105,26 @@ def test_interpreter_tile_shapes(cfg, plain, monkeypatch):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="interpreter test")
+def test_the_interpreter_patches_the_language_once_a_launch_and_restores_it(monkeypatch):
+    """conftest.interpreter_patches_once: a launch whose kernel calls @triton.jit helpers many
+    times patches triton.language once (Triton's own code would at every helper call), computes
+    the same as the brute force, and leaves triton.language as it found it."""
+    import conftest
+    import triton.language as tl
+    from triton.runtime import interpreter as ti
+    assert conftest.interpreter_patches_once() and ti._patch_lang.kit_once
+    calls, real = [], ti._patch_lang.real
+    monkeypatch.setattr(ti._patch_lang, "real", lambda fn: calls.append(fn.__name__) or real(fn))
+    before = {name: getattr(tl, name) for name in ("arange", "load", "where")}
+    data = make_input(128, 256, 1, 7, "cpu", "full-range")
+    _assert_close(_run_cfg(data, (16, 16, 2, 1)), data)
+    # once for the kernel's own modules (triton.language), once for the first helper of Triton's
+    # standard library (its functions see triton.language.core); never again in the launch
+    assert calls[0] == "_nvfp4_gemv_kernel" and len(calls) <= 2, calls
+    assert {name: getattr(tl, name) for name in before} == before
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="interpreter test")
 def test_forced_triton_backend_runs_under_interpreter(monkeypatch):
     monkeypatch.setenv("NVFP4_GEMV_BACKEND", "triton")
     data = make_input(128, 256, 2, 5, "cpu", "full-range")
