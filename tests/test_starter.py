@@ -6,7 +6,7 @@ server runs it; bad input named in one line; the torch fallback against the exac
 the kernel source compiled by NVRTC for sm_90a and sm_100a (with its machine code checked where
 cuobjdump is found); with g++, the kernel's decode functions built for the host (stand-ins for
 three intrinsics) against exact tables over every code pair and random words, and the whole
-kernel built for the host (a warp's lanes as threads) against the float64 reference for every
+kernel built for the host (a warp's lanes as coroutines) against the float64 reference for every
 config. GPU (marked gpu): every official test and benchmark shape on official and full-range
 data against the float64 reference with c poisoned before each call, repeats bit-identical,
 every config bit for bit on extreme values, NaN scales, and bad input.
@@ -299,36 +299,42 @@ EXTREMES = [
 EXTREME_IDS = ("max-values-min-scales", "signed-max-min", "max-values-max-scales", "cancelling")
 
 
-# The whole kernel on the host: each warp's 32 lanes as 32 threads (the butterfly's shuffles through
-# a barrier), blocks and warps one after another; only the fp16 conversion's inline PTX is replaced.
+# The whole kernel on the host: each warp's 32 lanes as 32 coroutines on one thread (ucontext),
+# blocks and warps one after another; a shuffle is a barrier at which each lane hands over to the
+# next, so every lane has written its value before any reads one. Only the fp16 conversion's inline
+# PTX is replaced. (Lanes as 32 OS threads, a condition variable for the barrier, took 20 of the
+# 22 CPU-s of test_whole_kernel_on_the_host_every_config in thread switches.)
 HOST_KERNEL_SHIMS = r"""
-#include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <mutex>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 #define __global__
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
 struct uint4 { unsigned x, y, z, w; };
 struct D3 { unsigned x, y, z; };
-thread_local D3 threadIdx, blockIdx;
+static D3 threadIdx, blockIdx;
 static float slots[32];
-static std::mutex warp_mutex;
-static std::condition_variable warp_cv;
-static int arrived = 0, generation = 0;
-static void warp_barrier() {  // blocks (no spinning: 32 threads share few cores)
-  std::unique_lock<std::mutex> lock(warp_mutex);
-  const int g = generation;
-  if (++arrived == 32) {
-    arrived = 0;
-    ++generation;
-    warp_cv.notify_all();
-  } else {
-    warp_cv.wait(lock, [g] { return generation != g; });
+static ucontext_t lane_ctx[32], main_ctx;
+static bool lane_done[32];
+static unsigned warp_first = 0;  // threadIdx.x of lane 0 of the warp running
+static int lane_now = 0;
+static void run_lane(int lane) {  // the calling context is suspended; lane resumes (or starts)
+  lane_now = lane;
+  threadIdx = {warp_first + lane, 0, 0};
+}
+static void warp_barrier() {  // this lane waits; the next one runs up to its own barrier
+  const int me = lane_now, next = (me + 1) % 32;
+  if (lane_done[next]) {
+    std::fprintf(stderr, "lane %d finished while lane %d waits at a barrier\n", next, me);
+    std::exit(3);
   }
+  run_lane(next);
+  swapcontext(&lane_ctx[me], &lane_ctx[next]);
+  run_lane(me);
 }
 static float __shfl_xor_sync(unsigned, float v, int o) {
   const unsigned lane = threadIdx.x % 32;
@@ -352,25 +358,39 @@ static std::vector<unsigned char> slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), {});
 }
+static unsigned char *arg_a, *arg_b, *arg_sfa, *arg_sfb, *arg_c;
+static long long s[9];
+static void lane_main() {
+  starter_gemv(arg_a, arg_b, arg_sfa, arg_sfb, (u16*)arg_c, (int)s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+               s[8]);
+  lane_done[lane_now] = true;  // then back to main_ctx (uc_link)
+}
 int main(int argc, char** argv) {  // DIR GRID_X GRID_Y and the kernel's 9 scalars
   std::string dir = argv[1];
   unsigned gx = std::stoul(argv[2]), gy = std::stoul(argv[3]);
-  long long s[9];
   for (int i = 0; i < 9; ++i) s[i] = std::stoll(argv[4 + i]);
   auto a = slurp(dir + "/a"), b = slurp(dir + "/b"), sfa = slurp(dir + "/sfa"), sfb = slurp(dir + "/sfb"),
        c = slurp(dir + "/c");
+  arg_a = a.data(), arg_b = b.data(), arg_sfa = sfa.data(), arg_sfb = sfb.data(), arg_c = c.data();
+  static char stacks[32][1 << 16];
   for (unsigned y = 0; y < gy; ++y)
     for (unsigned x = 0; x < gx; ++x)
       for (unsigned w = 0; w < THREADS / 32; ++w) {
-        std::vector<std::thread> lanes;
-        for (unsigned t = 0; t < 32; ++t)
-          lanes.emplace_back([&, x, y, w, t] {
-            threadIdx = {32 * w + t, 0, 0};
-            blockIdx = {x, y, 0};
-            starter_gemv(a.data(), b.data(), sfa.data(), sfb.data(), (u16*)c.data(), (int)s[0], s[1], s[2], s[3],
-                         s[4], s[5], s[6], s[7], s[8]);
-          });
-        for (auto& lane : lanes) lane.join();
+        blockIdx = {x, y, 0};
+        warp_first = 32 * w;
+        for (int t = 0; t < 32; ++t) {
+          getcontext(&lane_ctx[t]);
+          lane_ctx[t].uc_stack.ss_sp = stacks[t];
+          lane_ctx[t].uc_stack.ss_size = sizeof stacks[t];
+          lane_ctx[t].uc_link = &main_ctx;
+          makecontext(&lane_ctx[t], lane_main, 0);
+          lane_done[t] = false;
+        }
+        for (int t = 0; t < 32; ++t) {  // lane 0 first; the lanes after it finish from their last barrier
+          if (lane_done[t]) continue;
+          run_lane(t);
+          swapcontext(&main_ctx, &lane_ctx[t]);
+        }
       }
   std::ofstream(dir + "/c", std::ios::binary).write((const char*)c.data(), c.size());
   return 0;
@@ -389,7 +409,7 @@ def _host_kernel(cxx: str, cfg, tmp_path: Path) -> Path:
     exe = tmp_path / f"kernel_{cfg.threads}_{cfg.lanes_per_row}_{cfg.rows_per_lane}"
     defines = [f"-DTHREADS={cfg.threads}", f"-DLANES_PER_ROW={cfg.lanes_per_row}",
                f"-DROWS_PER_LANE={cfg.rows_per_lane}", f"-DROWS_PER_BLOCK={cfg.rows_per_block}"]
-    subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-fno-strict-aliasing", "-Wno-unknown-pragmas", *defines,
+    subprocess.run([cxx, "-std=c++20", "-O1", "-fno-strict-aliasing", "-Wno-unknown-pragmas", *defines,
                     str(src), "-o", str(exe)], check=True)
     return exe
 
