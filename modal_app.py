@@ -1010,17 +1010,19 @@ def ab_args_problem(text: str) -> str | None:
 
 def ab_problem(submission: str, against: str, ab_args: str) -> str | None:
     """--job ab's arguments: the submission a file, --against one or more files, --ab-args
-    eval.py ab's options."""
-    for item in [submission, *against_items(against)]:
+    eval.py ab's options; then the files' upload rules and pre-check (the slow part: KernelGuard
+    reads each file for a second or two), so that a wrong argument is named at once."""
+    files = [submission, *against_items(against)]
+    for item in files:
         problem = kit_harness.submission_problem(Path(item))
         if problem:
             return f"error: {problem}"
-        problem = upload_problem(item)
-        if problem:
-            return problem
     if not against_items(against):
         return "error: --job ab needs --against BASE[,BASE...]: the submission files to time --submission against"
-    return ab_args_problem(ab_args) if ab_args.strip() else None
+    problem = ab_args_problem(ab_args) if ab_args.strip() else None
+    for item in files:
+        problem = problem or upload_problem(item)
+    return problem
 
 
 def upload_problem(path: str) -> str | None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import NamedTuple
 
 import pytest
 from conftest import ROOT
@@ -35,6 +36,139 @@ def no_token_env(tmp_path) -> dict:
 
 def source(name: str) -> str:
     return (FIXTURES / f"{name}.py").read_text()
+
+
+# --------------------------------------------------------------------------- `modal run` command lines
+
+# Runs `python -m modal run modal_app.py ARGS` once for each job of the JSON file named by its argument,
+# all in this one process: the job's environment and sys.argv as `python -m modal` has them, then
+# modal's own entry point (modal/__main__.py's main()); stdout and stderr are caught at the file
+# descriptors (what modal or Python writes through any stream lands there too), SystemExit gives
+# the exit status. `modal run FILE` imports FILE anew on every call (importlib's
+# spec_from_file_location and exec_module, modal/cli/import_refs.py), so modal_app's preflight runs
+# each time; the module left over from the call before is dropped anyway, as a process of its own
+# would not have it. Prints the results as one JSON list.
+MODAL_RUN_BATCH = textwrap.dedent('''
+    import json, os, signal, sys, tempfile, time, traceback, warnings
+
+    import modal.__main__ as modal_cli
+
+
+    class LimitReached(BaseException):
+        pass
+
+
+    def at_the_limit(signum, frame):
+        raise LimitReached
+
+
+    def run(args, env, limit):
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [modal_cli.__file__, "run", "modal_app.py", *args]
+        sys.modules.pop("modal_app", None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        caught, saved = [tempfile.TemporaryFile(), tempfile.TemporaryFile()], [os.dup(1), os.dup(2)]
+        for fd, file in zip((1, 2), caught):
+            os.dup2(file.fileno(), fd)
+        code, t0 = None, time.monotonic()
+        signal.alarm(limit)
+        try:
+            with warnings.catch_warnings():  # a warning shown once per process shows again
+                modal_cli.main()
+            code = 0
+        except SystemExit as exc:  # as Python exits with it
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except LimitReached:
+            print(f"(stopped at its limit of {limit} s)", file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            signal.alarm(0)
+        seconds = time.monotonic() - t0
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, old in zip((1, 2), saved):
+            os.dup2(old, fd)
+            os.close(old)
+        out = []
+        for file in caught:
+            file.seek(0)
+            out.append(file.read().decode(errors="replace"))
+            file.close()
+        return {"returncode": code, "stdout": out[0], "stderr": out[1], "seconds": seconds}
+
+
+    signal.signal(signal.SIGALRM, at_the_limit)
+    with open(sys.argv[1]) as jobs:
+        results = [run(**job) for job in json.load(jobs)]
+    sys.stdout.write(json.dumps(results))
+''')
+TOKEN = {"MODAL_TOKEN_ID": "ak-test", "MODAL_TOKEN_SECRET": "as-test"}  # never used: nothing gets that far
+MODAL_ENVIRONMENTS = {"no token": {}, "token": TOKEN,
+                      "token, no network": {**TOKEN, "MODAL_SERVER_URL": "https://127.0.0.1:9"}}  # a closed port
+# modal's config reads these from os.environ on every config.get (modal/config.py), so they may differ
+# between the command lines of one process; what it reads once, at import (HOME for ~/.modal.toml,
+# MODAL_CONFIG_PATH, MODAL_PROFILE, MODAL_LOGLEVEL), may not: one process per set of everything else.
+PER_CALL_ENVIRONMENT = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_SERVER_URL")
+
+
+class Ran(NamedTuple):
+    """What one `modal run modal_app.py ARGS` gave: exit status (None: stopped at its limit), output, seconds."""
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def modal_run_jobs(word_file) -> list[tuple[str, list[str], int]]:
+    """(environment, arguments, limit in seconds) of every `modal run` command line the tests below look up."""
+    jobs = [("token", args, 50) for args, _ in ARG_ERRORS + JOB_ARG_ERRORS + AB_ARG_ERRORS]
+    jobs += [("token", ["--image", "latest"], 50), ("no token", ["--help"], 120)]
+    jobs += [("no token", ["--mode", mode], 120) for mode in ("test", "quick")]
+    jobs += [("no token", args, 50) for args in UNKNOWN_OPTIONS]
+    jobs += [("token, no network", args, 50) for args in UNREACHABLE_ARGS]
+    jobs += [(env, args, 50) for env in ("no token", "token, no network")
+             for args in (["--submission", str(word_file)], ["--job", "ab", "--against", str(word_file)])]
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def word_file(tmp_path_factory):
+    """A submission that breaks the server's upload rules: it has the forbidden word in a comment."""
+    return broken_files(tmp_path_factory.mktemp("upload"))["the word"]
+
+
+@pytest.fixture(scope="module")
+def modal_runs(tmp_path_factory, word_file) -> dict:
+    """Every `modal run modal_app.py ARGS` of modal_run_jobs, by (environment, *ARGS): each stops in
+    modal_app's preflight, at import, so what each costs as a process of its own is the start of
+    Python and the import of modal (about 1.4 CPU-s). Here one fresh interpreter (pytest's state
+    stays out) runs them all through modal's own entry point, one after another: one start and one
+    modal import for many command lines. test_modal_run_help_describes_every_option runs the real
+    command line as its own process, and the batch's --help must print just what it prints."""
+    home = tmp_path_factory.mktemp("home")  # no ~/.modal.toml
+    jobs = {(name, *args): {"args": args, "env": {**no_token_env(home), **MODAL_ENVIRONMENTS[name]}, "limit": limit}
+            for name, args, limit in modal_run_jobs(word_file)}
+    groups: dict[tuple, list] = {}
+    for key, job in jobs.items():
+        fixed = tuple(sorted((k, v) for k, v in job["env"].items() if k not in PER_CALL_ENVIRONMENT))
+        groups.setdefault(fixed, []).append(key)
+    runs = {}
+    for fixed, keys in groups.items():
+        listed = tmp_path_factory.mktemp("batch") / "jobs.json"
+        listed.write_text(json.dumps([jobs[key] for key in keys]))
+        proc = subprocess.run([sys.executable, "-c", MODAL_RUN_BATCH, str(listed)], cwd=ROOT, env=dict(fixed),
+                              capture_output=True, text=True, timeout=60 + sum(jobs[key]["limit"] for key in keys))
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # nothing outside the command lines
+        runs.update((key, Ran(**result)) for key, result in zip(keys, json.loads(proc.stdout), strict=True))
+    return runs
 
 
 # --------------------------------------------------------------------------- definition
@@ -64,13 +198,21 @@ def test_function_settings():
         assert (ROOT / name).is_file(), name
 
 
-def test_modal_run_help_describes_every_option(tmp_path):
+@pytest.fixture(scope="module")
+def help_process(tmp_path_factory):
+    """`python -m modal run modal_app.py --help` as a process of its own, the real command line
+    (the other `modal run` command lines run together: modal_runs)."""
+    return subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", "--help"], cwd=ROOT,
+                          env=no_token_env(tmp_path_factory.mktemp("home")), capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_modal_run_help_describes_every_option(help_process):
     """`modal run --help` describes every option of main(), with its choices (the table is
     main()'s signature, so it cannot drift), and stops before anything else (no token here)."""
     params = list(inspect.signature(modal_app.main.info.raw_f).parameters)
     assert list(modal_app.OPTION_HELP) == params
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", "--help"], cwd=ROOT,
-                          env=no_token_env(tmp_path), capture_output=True, text=True, timeout=120)
+    proc = help_process
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     for name, (metavar, what) in modal_app.OPTION_HELP.items():
@@ -80,6 +222,15 @@ def test_modal_run_help_describes_every_option(tmp_path):
     for job in ("check = the kit's whole test suite", "bench = benchmarks/bench_kernel.py", "sweep = bench_kernel.py",
                 "all = check, bench, sweep in turn"):
         assert job in text, job
+
+
+def test_a_batched_modal_run_gives_what_its_own_process_gives(help_process, modal_runs):
+    """The batch of modal_runs runs a command line as a process of its own does: `modal run
+    modal_app.py --help` gives the same exit status, stdout and stderr both ways."""
+    batched = modal_runs[("no token", "--help")]
+    assert help_process.returncode == 0 and help_process.stdout.strip()
+    assert (batched.returncode, batched.stdout, batched.stderr) == (
+        help_process.returncode, help_process.stdout, help_process.stderr)
 
 
 ARG_ERRORS = [
@@ -95,27 +246,20 @@ ARG_ERRORS = [
 
 
 @pytest.mark.parametrize("args,message", ARG_ERRORS)
-def test_modal_run_rejects_bad_arguments_before_connecting(tmp_path, args, message):
+def test_modal_run_rejects_bad_arguments_before_connecting(modal_runs, args, message):
     """With a token (never used) Modal would be contacted next (a minute of retries without a
     network): a bad argument stops `modal run` first, in one line, exit 2."""
-    env = no_token_env(tmp_path)
-    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=50)
+    proc = modal_runs[("token", *args)]
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and message in proc.stderr, proc.stderr
-    assert time.monotonic() - t0 < 30
+    assert proc.seconds < 30
 
 
-def test_modal_run_preflight_errors(tmp_path):
+def test_modal_run_preflight_errors(modal_runs):
     """Without a token: the token is the problem named (after the arguments)."""
-    env = no_token_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", "--mode", "test"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = modal_runs["no token", "--mode", "test"]
     assert proc.returncode == 2 and "modal setup" in proc.stderr, proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", "--mode", "quick"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = modal_runs["no token", "--mode", "quick"]
     assert proc.returncode == 2 and "--mode must be one of" in proc.stderr, proc.stderr
 
 
@@ -524,33 +668,32 @@ AB_ARG_ERRORS = [
 
 @pytest.mark.parametrize("args,message", JOB_ARG_ERRORS + AB_ARG_ERRORS,
                          ids=[" ".join(a) for a, _ in JOB_ARG_ERRORS + AB_ARG_ERRORS])
-def test_modal_run_rejects_bad_job_arguments_before_connecting(tmp_path, args, message):
-    env = no_token_env(tmp_path)
-    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=50)
+def test_modal_run_rejects_bad_job_arguments_before_connecting(modal_runs, args, message):
+    proc = modal_runs[("token", *args)]
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and message in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--job", "bench", "--bogus=1"]], ids=["--bogus", "--bogus=1"])
-def test_an_unknown_option_is_reported_before_the_token_check(tmp_path, args):
+UNKNOWN_OPTIONS = [["--bogus"], ["--job", "bench", "--bogus=1"]]
+
+
+@pytest.mark.parametrize("args", UNKNOWN_OPTIONS, ids=["--bogus", "--bogus=1"])
+def test_an_unknown_option_is_reported_before_the_token_check(modal_runs, args):
     """No token here: the unknown option is what is reported (it was the token before)."""
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT,
-                          env=no_token_env(tmp_path), capture_output=True, text=True, timeout=50)
+    proc = modal_runs[("no token", *args)]
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
     assert "error: no option --bogus" in proc.stderr and "--bench-args" in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("args", [[], ["--job", "all"]], ids=["no arguments (eval)", "--job all"])
-def test_modal_unreachable_is_one_line(tmp_path, args):
+UNREACHABLE_ARGS = [[], ["--job", "all"]]
+
+
+@pytest.mark.parametrize("args", UNREACHABLE_ARGS, ids=["no arguments (eval)", "--job all"])
+def test_modal_unreachable_is_one_line(modal_runs, args):
     """A token but no way to Modal's server (here a closed local port as the server): one line,
     exit 2, at once (modal itself would retry for a minute, then print a traceback)."""
-    env = no_token_env(tmp_path)
-    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test", MODAL_SERVER_URL="https://127.0.0.1:9")
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=50)
+    proc = modal_runs[("token, no network", *args)]
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
     assert "error: cannot reach Modal at 127.0.0.1:9" in proc.stderr
@@ -1015,11 +1158,8 @@ def test_the_image_is_chosen_by_modal_runs_option_or_in_a_container_by_its_own(m
     assert modal_app.selected_image(["--image", "leaderboard"]) == "runner"
 
 
-def test_modal_run_help_and_a_bad_image(tmp_path):
-    env = no_token_env(tmp_path)
-    env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test")
-    proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", "--image", "latest"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=50)
+def test_modal_run_help_and_a_bad_image(modal_runs):
+    proc = modal_runs["token", "--image", "latest"]
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "error: --image must be one of leaderboard, runner, got 'latest'"), proc.stderr
     help_text = " ".join(modal_app.help_text().split())
@@ -1097,15 +1237,12 @@ def test_check_args_applies_the_upload_rules_to_what_a_job_sends(tmp_path, rule,
 
 
 @pytest.mark.parametrize("token", [False, True], ids=["no token", "a token, no network"])
-def test_modal_run_refuses_a_file_breaking_the_upload_rules_before_the_token_and_the_network(tmp_path, token):
-    bad = broken_files(tmp_path)["the word"]
+def test_modal_run_refuses_a_file_breaking_the_upload_rules_before_the_token_and_the_network(modal_runs, word_file,
+                                                                                             token):
+    bad = word_file
     line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if FORBIDDEN in text.lower())
-    env = no_token_env(tmp_path)
-    if token:
-        env.update(MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test", MODAL_SERVER_URL="https://127.0.0.1:9")
     for args in (["--submission", str(bad)], ["--job", "ab", "--against", str(bad)]):
-        proc = subprocess.run([sys.executable, "-m", "modal", "run", "modal_app.py", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=50)
+        proc = modal_runs[("token, no network" if token else "no token", *args)]
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip().splitlines() == [
             f"error: {bad} breaks the server's upload rules, so nothing is sent: line {line} contains the word "
