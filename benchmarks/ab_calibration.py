@@ -232,8 +232,7 @@ def main(argv=None) -> int:
     submission = Path(args.submission) if args.submission else ROOT / "submission.py"
     import bundle  # the standard library and harness only
     bundle.refuse_if_out_of_sync(submission, tool="benchmarks/ab_calibration.py")  # its record names one kernel
-    import torch
-    if not torch.cuda.is_available():
+    if not harness.cuda_available():  # no torch imported where the machine has no CUDA driver
         print("error: the calibration needs a CUDA GPU (it runs eval.py ab)", file=sys.stderr)
         return 2
     out = Path(args.out)

@@ -62,13 +62,11 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 
 ROOT = Path(__file__).resolve().parent.parent
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-
+# torch, triton and what imports them (quant, reference, utils, benchmarks/timing.py, the
+# submission) are imported where they are used: --help, an argument error and the refusal on a
+# machine without a CUDA GPU import none of them (harness.cuda_available asks no torch there).
 import bundle  # noqa: E402  whether the kit's submission.py holds its sources
-import harness  # noqa: E402  shape sets, backend picks
-import quant  # noqa: E402
-import reference  # noqa: E402
+import harness  # noqa: E402  shape sets, backend picks, the CUDA question
 from benchmarks.bench_options import build_parser, sms_points  # noqa: E402
 
 submission = None  # the submission module timed: load() sets it (main: --submission), current() reads it
@@ -92,9 +90,17 @@ def current():
     return submission if submission is not None else load()
 
 
-from benchmarks import roofline, timing  # noqa: E402
+def current_file() -> str:
+    """The file of the submission being timed, without importing it: load()'s, else the kit's
+    submission.py (the one ``current`` imports)."""
+    if submission is not None:
+        return submission.__file__
+    kit = sys.modules.get("submission")
+    return kit.__file__ if kit is not None else str(ROOT / "submission.py")
+
+
+from benchmarks import roofline  # noqa: E402
 from benchmarks.apply_table import kernel_revision, kit_revision  # noqa: E402
-from utils import verbose_allclose  # noqa: E402
 
 N_SETS = 8
 # A B200's read bandwidth and SM count, for the SM count at which this GPU carries a B200's bytes
@@ -119,6 +125,8 @@ def config_text(cfg) -> str:
 
 def check_cases(m, k, l, seed) -> list:
     """(distribution, data, expected) on official and full-range data; expected = ref_kernel."""
+    import quant
+    import reference
     cases = []
     for dist in ("official", "full-range"):
         data = quant.fill(reference.generate_input(m, k, l, seed, device="cuda"), dist)
@@ -128,6 +136,10 @@ def check_cases(m, k, l, seed) -> list:
 
 def check(fn, cases) -> list[str]:
     """Mismatch reasons of fn against the expected outputs (c poisoned with NaN first)."""
+    import torch
+
+    import reference
+    from utils import verbose_allclose
     problems = []
     for dist, data, expected in cases:
         data[6].fill_(float("nan"))
@@ -179,6 +191,7 @@ SERVER_REPS = 20
 def timed(fn, sets, cases, reps, server: bool = True) -> tuple:
     """(median device µs, median µs under the server's protocol or nan, problems) of fn:
     checked first, timed only if right."""
+    from benchmarks import timing
     us = server_us = float("nan")
     try:
         bad = check(fn, cases)
@@ -195,6 +208,7 @@ def timed_probe(cfg, sets, reps, ceiling_us, shape) -> dict:
     """The cuda kernel's loads-only probe of ``cfg`` (wrong output by design, so not checked):
     its sweep record, printed; a probe that cannot be timed (HostBound, a build error) is
     recorded as such."""
+    from benchmarks import timing
     try:
         us = timing.median(timing.device_times(backend_fn("cuda", cfg, probe=True), sets, reps))
     except Exception as e:  # noqa: BLE001 - reported, not fatal
@@ -206,6 +220,8 @@ def timed_probe(cfg, sets, reps, ceiling_us, shape) -> dict:
 
 
 def env_info() -> dict:
+    import torch
+    import triton
     p = torch.cuda.get_device_properties(0)
     return {
         "device": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability(0)),
@@ -224,6 +240,7 @@ def backend_that_ran(m: int, k: int, l: int) -> str:
     select = getattr(current(), "select_backend", None)
     if select is None:
         return "unknown"
+    import torch
     name = select(torch.device("cuda"))
     pick = harness.backend_picks().get(f"{m}x{k}x{l}") if name == "fastest" else None
     return f"{name}: {pick}" if pick else name
@@ -313,6 +330,9 @@ def b200_equivalent_sms(full_rows: list) -> tuple:
 def measure_roofline(args, argv: list) -> int:
     """The roofline run (--roofline, benchmarks/roofline.py's definitions; CUDA checked by the
     caller): prints the table, writes --json / --md / --plot; 0 if every result was right, else 1."""
+    import torch
+
+    from benchmarks import timing
     sub = current()
     command = record_command(argv)
     info = env_info()
@@ -398,10 +418,11 @@ def measure_roofline(args, argv: list) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # Its records name one kernel revision: the kit's own submission.py must hold its sources.
-    bundle.refuse_if_out_of_sync(current().__file__, tool="benchmarks/bench_kernel.py")
+    bundle.refuse_if_out_of_sync(current_file(), tool="benchmarks/bench_kernel.py")
     argv = sys.argv[1:] if argv is None else list(argv)
     green = None
     if args.sms_child > 0:  # first, before anything touches the GPU
+        from benchmarks import timing
         try:
             green = timing.enter_green_context(args.sms_child)  # noqa: F841 - kept alive for the run
         except RuntimeError as exc:
@@ -409,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
     if args.sms_child >= 0:
         args.no_server = True
-    if not torch.cuda.is_available():
+    if not harness.cuda_available():
         print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
               "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
@@ -417,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
         return measure_roofline(args, argv)
     if args.sms and args.sms_child < 0:
         return sms_main(args, argv)
+    import torch
+
+    import reference
+    from benchmarks import timing
     command = record_command(argv)
     info = env_info()
     if args.sms_child >= 0:

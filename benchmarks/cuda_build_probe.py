@@ -17,21 +17,21 @@ import time
 if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
     import kitpath  # noqa: F401
 
-import torch  # noqa: E402
+import harness  # noqa: E402  the CUDA question, asked without torch where no driver is
 
-import reference  # noqa: E402
-import submission  # noqa: E402
-from benchmarks import timing  # noqa: E402
-
-CFG = submission.CudaConfig(lpr=32, rpt=1, u=8, warps=4, decode="dp4a")
+# torch, the submission and what imports them are imported once the GPU is there (main):
+# --help and the refusal on a machine without one import none of them.
+CFG_FIELDS = {"lpr": 32, "rpt": 1, "u": 8, "warps": 4, "decode": "dp4a"}  # the config built both ways
 SHAPE = (7168, 16384, 1)
 
 
-def load_inline_module(build_dir: str):
-    """The same kernel source, built as a torch extension with a C++ launcher."""
+def load_inline_module(build_dir: str, cfg):
+    """The same kernel source (``cfg``), built as a torch extension with a C++ launcher."""
+    import torch
     from torch.utils.cpp_extension import load_inline
 
-    name, source = submission.cuda_kernel(CFG, True, True)
+    import submission
+    name, source = submission.cuda_kernel(cfg, True, True)
     launcher = f"""
 #include <torch/extension.h>
 void launch(torch::Tensor a, torch::Tensor b, torch::Tensor sfa, torch::Tensor sfb, torch::Tensor c,
@@ -57,22 +57,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 benchmarks/cuda_build_probe.py", description=__doc__.split("Usage:")[0])
     ap.add_argument("--skip-load-inline", action="store_true", help="time NVRTC only")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
+    if not harness.cuda_available():
         print("cuda_build_probe.py needs a CUDA GPU (it launches the kernel both ways); this machine has none",
               file=sys.stderr)
         return 2
+    import torch
+
+    import reference
+    import submission
+    from benchmarks import timing
+    base = submission.CudaConfig(**CFG_FIELDS)
     m, k, l = SHAPE
     data = reference.generate_input(m, k, l, 1, device="cuda")
     submission.check_inputs(data)
     print(f"NVRTC {submission.nvrtc_version()} from {submission.nvrtc_candidates()[0]}")
     compile_s = []
-    for cfg in (CFG, CFG._replace(rpt=2, u=4), CFG._replace(u=4, warps=8)):
+    for cfg in (base, base._replace(rpt=2, u=4), base._replace(u=4, warps=8)):
         name, source = submission.cuda_kernel(cfg, True, True)
         t0 = time.perf_counter()
         submission.cuda_compile(source, submission.cuda_arch(torch.cuda.get_device_capability()))
         compile_s.append(time.perf_counter() - t0)
     print("NVRTC compile, s per config: " + ", ".join(f"{s:.3f}" for s in compile_s))
-    nvrtc = lambda d: submission.run_backend("cuda", d, CFG)  # noqa: E731
+    nvrtc = lambda d: submission.run_backend("cuda", d, base)  # noqa: E731
     nvrtc(data)
     torch.cuda.synchronize()
     expected = data[6].clone()
@@ -95,18 +101,18 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
         t0 = time.perf_counter()
         try:
-            mod = load_inline_module(tmp)
+            mod = load_inline_module(tmp, base)
         except Exception as exc:  # report, don't hide: the comparison is the point
             print(f"load_inline failed after {time.perf_counter() - t0:.1f} s: {type(exc).__name__}: {str(exc)[:500]}")
             return 1
         print(f"load_inline build (cold, MAX_JOBS={os.environ['MAX_JOBS']}): {time.perf_counter() - t0:.1f} s")
         rs = (data[2].stride(0), data[2].stride(2), data[3].stride(2))
-        grid = (m // CFG.rows, l)
+        grid = (m // base.rows, l)
 
         def ext(d):
             a, b, sfa, sfb, _, _, c = d
             mod.launch(a, b, sfa, sfb, c, k // 32, a.stride(0), a.stride(2), b.stride(2), *rs, c.stride(0),
-                       c.stride(2), grid[0], grid[1], 32 * CFG.warps)
+                       c.stride(2), grid[0], grid[1], 32 * base.warps)
             return c
 
         data[6].fill_(float("nan"))

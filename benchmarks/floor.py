@@ -57,8 +57,8 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 
 ROOT = Path(__file__).resolve().parent.parent
 
-import torch  # noqa: E402
-
+# torch is imported where the GPU is timed: --help, an argument error and the refusal on a
+# machine without a CUDA GPU (harness.cuda_available) import none of it.
 from harness import SHAPE_SETS  # noqa: E402  tests, benchmarks, all (harness imports no torch at the top)
 
 PROTOCOLS = ("server", "no clear", "no clear, held", "clear, sync", "clear, sync, held")
@@ -83,11 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- protocols
 
 def _events():
+    import torch
     return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
 
 def protocol_times(protocol: str, fn, data, reps: int, warmup: int = 3) -> list[float]:
     """µs of ``fn(data)`` between two events, ``reps`` calls, under ``protocol`` (PROTOCOLS)."""
+    import torch
+
     from benchmarks import timing
     from utils import clear_l2_cache
     if protocol == "server":
@@ -122,6 +125,7 @@ def summary(xs: list[float]) -> dict:
 
 def _empty_cuda(sub, dev):
     """The empty parameterless kernel through the cuda backend's driver launch."""
+    import torch
     arch = sub.cuda_arch(torch.cuda.get_device_capability(dev))
     fn = sub.cuda_driver().function(sub.cuda_compile(EMPTY_CUDA_SRC, arch), "floor_empty", dev)
     u = ctypes.c_uint
@@ -143,6 +147,7 @@ def kit_params_source() -> str:
 
 def _kit_params(sub, dev, data, m: int, k: int, l: int) -> tuple:
     """(launch of the empty kit-parameter kernel on the picked config's grid and block, detail)."""
+    import torch
     cfg = sub.config_for("cuda", data, m, k, l)
     cfg = sub.CudaConfig.of(cfg)
     arch = sub.cuda_arch(torch.cuda.get_device_capability(dev))
@@ -158,6 +163,8 @@ def _kit_params(sub, dev, data, m: int, k: int, l: int) -> tuple:
 
 def measure(reps: int, shapes: list) -> dict:
     """Every item under its protocols; an item that cannot be built is recorded with why."""
+    import torch
+
     import reference
     import submission as sub
     from benchmarks import timing
@@ -267,6 +274,7 @@ def words(record: dict) -> list[str]:
 
 
 def env_info() -> dict:
+    import torch
     import triton
 
     from benchmarks.apply_table import kernel_revision, kit_revision
@@ -290,11 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.reps < 50:
         ap.error("--reps must be >= 50 (median and mean of at least 50 calls)")
-    if not torch.cuda.is_available():
+    import harness
+    if not harness.cuda_available():
         print("floor.py needs a CUDA GPU (CUDA events, the server's L2 clear); this machine has none",
               file=sys.stderr)
         return 2
-    import harness
     t0 = time.perf_counter()
     record = {"info": env_info(), "reps": args.reps,
               "command": harness.kit_command(["python3", "benchmarks/floor.py"],

@@ -44,13 +44,10 @@ from pathlib import Path
 if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
     import kitpath  # noqa: F401
 
-import torch  # noqa: E402
+import harness  # noqa: E402  kit_command, the CUDA question (no torch where no driver is)
 
-import harness  # noqa: E402
-import quant  # noqa: E402
-import reference  # noqa: E402
-import submission as S  # noqa: E402
-from benchmarks import timing  # noqa: E402
+# The submission (S), torch and what imports them are imported in the functions that use them:
+# --help, an argument error and the refusal on a machine without a CUDA GPU import none of them.
 
 SMALL_SHAPES = [(128, 256, 1), (128, 1536, 1), (128, 3072, 1), (256, 7168, 1), (2432, 4608, 2), (384, 7168, 2),
                 (512, 512, 2), (512, 4096, 2), (512, 1536, 2), (128, 16384, 1), (256, 16384, 1), (1024, 7168, 1),
@@ -60,6 +57,7 @@ LOAD_SMALL_SHAPES = [(256, 7168, 1), (2432, 4608, 2), (384, 7168, 2), (512, 4096
 
 
 def small_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
+    import submission as S
     chunks = k // 32
     dec = S.cuda_default_decode(cap)
     l0 = 32
@@ -82,6 +80,7 @@ def small_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
 
 
 def load_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
+    import submission as S
     if (m, k, l) in BENCH_SHAPES:
         base = [t[(m, k, l)]._replace(decode=None).with_decode(cap) for t in S.CUDA_MEASURED.values() if (m, k, l) in t]
         base += [f.with_decode(cap) for f in S.CUDA_FAMILIES if f.fits(m, k)][:4]
@@ -93,6 +92,7 @@ def load_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
 
 
 def gs_grid(m: int, k: int, l: int, cap: tuple, sms: int) -> list:
+    import submission as S
     tables = [t[(m, k, l)]._replace(decode=None).with_decode(cap) for t in S.CUDA_MEASURED.values() if (m, k, l) in t]
     tiles = [c for c in dict.fromkeys(tables + [f.with_decode(cap) for f in S.CUDA_FAMILIES])
              if c.fits(m, k) and c.ks == 1 and c.kb == 1][:6]
@@ -104,6 +104,7 @@ GRIDS = {"small": (SMALL_SHAPES, small_grid), "loads": (BENCH_SHAPES + LOAD_SMAL
 
 
 def _compile(job: tuple) -> tuple:
+    import submission as S
     cfg, full, arch = job
     name, source = S.cuda_kernel(cfg, full, True)
     return name, S.cuda_compile(source, arch)
@@ -111,6 +112,8 @@ def _compile(job: tuple) -> tuple:
 
 def interleaved(cfgs: list, data, rounds: int) -> dict:
     """{config: [µs per round]} under the leaderboard's protocol, the order reversing each round."""
+    import submission as S
+    from benchmarks import timing
     times = {c: [] for c in cfgs}
     for r in range(rounds):
         for c in (cfgs if r % 2 == 0 else cfgs[::-1]):
@@ -124,9 +127,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=15, help="timed calls per config, interleaved (default %(default)s)")
     ap.add_argument("--out", required=True, help="folder for server_sweep_<grid>.json")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
+    if not harness.cuda_available():
         print("server_sweep.py needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
+    import torch
+
+    import quant
+    import reference
+    import submission as S
+    from benchmarks import timing
     dev = torch.device("cuda", 0)
     cap = torch.cuda.get_device_capability(dev)
     arch, sms = S.cuda_arch(cap), torch.cuda.get_device_properties(dev).multi_processor_count

@@ -31,14 +31,22 @@ import statistics
 import time
 from typing import Callable, NamedTuple, Sequence
 
+if __name__ == "__main__":  # run as a script: say what to run instead, before importing triton
+    import sys
+    _asked = bool({"-h", "--help"} & set(sys.argv[1:]))
+    print(__doc__.split("\n\n")[0] + "\n\nA module, not a command: benchmarks/bench_kernel.py and "
+          "benchmarks/compare.py import it. Run\n    python3 benchmarks/bench_kernel.py --help\n"
+          "    python3 -m benchmarks.compare --help", file=sys.stdout if _asked else sys.stderr)
+    sys.exit(0 if _asked else 2)
+
 if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
     import kitpath  # noqa: F401
 
-import torch  # noqa: E402
+# torch (and utils, which imports it) is imported in the functions that time on the GPU: a tool
+# that imports this module for its definitions (policies, byte counts, best_read) answers --help
+# and refuses on a machine without a CUDA GPU without it. Triton defines the kernels below.
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-
-from utils import clear_l2_cache  # noqa: E402
 
 
 def gemv_bytes(m: int, k: int, l: int) -> int:
@@ -62,6 +70,7 @@ def device_times(fn: Callable, sets: Sequence, reps: int = 40, warmup: int = 3) 
     The GPU is first held busy by a spin kernel long enough for the host to queue every call,
     so the calls run back to back on the device and the events time device work, not the
     host's launch rate (a Python launch can take longer than these kernels run)."""
+    import torch
     for _ in range(warmup):
         for s in sets:
             fn(s)
@@ -102,6 +111,7 @@ _CLOCK = {}
 
 def clock_hz() -> float:
     """SM clock for torch.cuda._sleep's cycle count: measured once (a spin of known cycles)."""
+    import torch
     if "hz" not in _CLOCK:
         torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -237,6 +247,7 @@ READ_SHAPES = ((1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 1, 8))
 def make_read_buffers(nbytes: int, n_sets: int, device="cuda") -> list:
     """``n_sets`` buffers of ``nbytes`` random bytes (rounded up to a multiple of 128 bytes, so
     that the bounds mask stays vectorisable), as uint64 words, plus an output buffer each."""
+    import torch
     words = (nbytes + 127) // 128 * 16
     bufs = []
     for _ in range(n_sets):
@@ -285,6 +296,7 @@ def best_read(times: dict, errors: dict | None = None) -> dict:
 def _policies_here(policies) -> tuple:
     if policies is not None:
         return tuple(policies)
+    import torch
     return tuple(p.name for p in read_policies(torch.cuda.get_device_capability()))
 
 
@@ -349,6 +361,9 @@ def policy_text(res: dict) -> str:
 def harness_call(fn: Callable, data) -> float:
     """µs of one ``fn(data)`` under the leaderboard's protocol: sync, clear L2, event, fn(data),
     event, sync."""
+    import torch
+
+    from utils import clear_l2_cache
     torch.cuda.synchronize()
     clear_l2_cache()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -373,12 +388,14 @@ def empty_kernel(x):
 
 def bare_launch_floor(reps: int = 20) -> list[float]:
     """Harness-protocol times of launching an empty Triton kernel (one pointer argument)."""
+    import torch
     x = torch.empty(1, device="cuda")
     return harness_times(lambda _: empty_kernel[(1,)](x), None, reps)
 
 
 def host_cost(fn: Callable, arg, calls: int = 200) -> float:
     """Host microseconds per ``fn(arg)`` call (no synchronisation; device work queues up)."""
+    import torch
     fn(arg)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -390,6 +407,7 @@ def host_cost(fn: Callable, arg, calls: int = 200) -> float:
 
 
 def bare_launch_host_cost(calls: int = 200) -> float:
+    import torch
     x = torch.empty(1, device="cuda")
     return host_cost(lambda _: empty_kernel[(1,)](x), None, calls)
 
@@ -437,6 +455,7 @@ def enter_green_context(num_sms: int):
     """Make a green context of ``num_sms`` SMs current in this (fresh) process. Returns it (keep
     a reference), or raises RuntimeError saying why there is none (torch without green contexts,
     a driver or GPU that refuses one)."""
+    import torch
     try:
         from torch.cuda import green_contexts
     except ImportError as exc:
@@ -478,6 +497,8 @@ def launch_scaling(submission, blocks_per_sm: int = 8) -> dict:
     proportional to 1 / SMs) launched through Triton and through the cuda backend's path (NVRTC
     cubin, cuLaunchKernel on the current context's default queue). Median of 5."""
     import ctypes
+
+    import torch
     dev = torch.device("cuda")
     grid = blocks_per_sm * torch.cuda.get_device_properties(dev).multi_processor_count
     out = torch.empty(grid * 1024, dtype=torch.float32, device=dev)
@@ -499,12 +520,3 @@ def launch_scaling(submission, blocks_per_sm: int = 8) -> dict:
     except Exception as exc:  # noqa: BLE001 - no NVRTC here: the triton path alone
         res["cuda_error"] = f"{type(exc).__name__}: {exc}"
     return res
-
-
-if __name__ == "__main__":
-    import sys
-    _asked = bool({"-h", "--help"} & set(sys.argv[1:]))
-    print(__doc__.split("\n\n")[0] + "\n\nA module, not a command: benchmarks/bench_kernel.py and "
-          "benchmarks/compare.py import it. Run\n    python3 benchmarks/bench_kernel.py --help\n"
-          "    python3 -m benchmarks.compare --help", file=sys.stdout if _asked else sys.stderr)
-    sys.exit(0 if _asked else 2)

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from conftest import HAS_CUDA, ROOT, requires_cuda
 
+import harness
 import submission
 from benchmarks import bench_kernel, timing
 
@@ -128,6 +130,87 @@ def test_help_says_it_all(args, words):
 def test_modules_run_as_scripts_point_to_the_command(script):
     proc = _script(script)
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.strip(), proc.stderr
+
+
+# A sitecustomize.py that writes the command line of every process that imports torch to the file
+# KIT_TEST_TORCH_LOG names: on PYTHONPATH, it sees each Python process a command starts
+# (.ci/gpu-run starts several; it sends the CUDA check's stderr to /dev/null).
+TORCH_LOGGER = """import os
+import sys
+
+
+class _TorchImportLog:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "torch":
+            with open(os.environ["KIT_TEST_TORCH_LOG"], "a") as log:
+                log.write(" ".join(sys.argv) + "\\n")
+        return None
+
+
+sys.meta_path.insert(0, _TorchImportLog)
+"""
+
+# The command lines' help, argument errors and refusals for want of a CUDA GPU: (arguments, exit
+# status, words). Exit status 0: the words are in stdout; 2: stdout is empty and the words are in
+# stderr (in its one line where the words start with the script's name or "error:"). {tmp}: a
+# folder of the test's, which a refusal leaves unmade. benchmarks/compare.py is not here: its
+# --help and its refusal name the submission's backends (submission.BACKENDS), and submission.py
+# imports torch.
+_TORCH_FREE_COMMANDS = {
+    "bench_kernel": (["benchmarks/bench_kernel.py"], 2, "bench_kernel.py needs a CUDA GPU"),
+    "bench_kernel --json": (["benchmarks/bench_kernel.py", "--json", "{tmp}/out.json"], 2,
+                            "bench_kernel.py needs a CUDA GPU"),
+    "bench_kernel --roofline": (["benchmarks/bench_kernel.py", "--roofline", "--json", "{tmp}/r.json"], 2,
+                                "bench_kernel.py needs a CUDA GPU"),
+    "bench_kernel --help": (["benchmarks/bench_kernel.py", "--help"], 0, "--roofline"),
+    "bench_kernel --reps 0": (["benchmarks/bench_kernel.py", "--reps", "0"], 2, "--reps must be >= 1"),
+    "bench_kernel --submission": (["benchmarks/bench_kernel.py", "--submission", "{tmp}/missing.py"], 2,
+                                  "error: --submission: submission file"),
+    "profile_one": (["benchmarks/profile_one.py"], 2, "profile_one.py needs a CUDA GPU"),
+    "profile_one --help": (["benchmarks/profile_one.py", "--help"], 0, "ncu --clock-control none"),
+    "cuda_build_probe": (["benchmarks/cuda_build_probe.py"], 2, "cuda_build_probe.py needs a CUDA GPU"),
+    "cuda_build_probe --help": (["benchmarks/cuda_build_probe.py", "--help"], 0, "--skip-load-inline"),
+    "timing": (["benchmarks/timing.py"], 2, "A module, not a command"),
+    "timing --help": (["benchmarks/timing.py", "--help"], 0, "A module, not a command"),
+    "server_sweep": (["benchmarks/server_sweep.py", "--grid", "loads", "--out", "{tmp}"], 2,
+                     "server_sweep.py needs a CUDA GPU"),
+    "server_sweep --help": (["benchmarks/server_sweep.py", "--help"], 0, "--grid"),
+    "floor": (["benchmarks/floor.py", "--json", "{tmp}/floor.json"], 2, "floor.py needs a CUDA GPU"),
+    "floor --help": (["benchmarks/floor.py", "--help"], 0, "--reps"),
+    "ab_calibration": (["benchmarks/ab_calibration.py", "--out", "{tmp}"], 2,
+                       "error: the calibration needs a CUDA GPU"),
+    "sass_dump --submission": (["benchmarks/sass_dump.py", "--submission", "{tmp}/missing.py", "--out", "{tmp}"],
+                               2, "error: --submission: submission file"),
+    ".ci/gpu-run": ([".ci/gpu-run", "{tmp}"], 2, ".ci/gpu-run needs a CUDA GPU"),
+}
+
+
+@pytest.mark.skipif(not harness.no_cuda_driver(), reason="a CUDA driver is present: the tools ask torch about the GPU")
+@pytest.mark.parametrize("args, status, words", _TORCH_FREE_COMMANDS.values(), ids=_TORCH_FREE_COMMANDS.keys())
+def test_without_a_cuda_driver_help_and_refusals_import_no_torch(tmp_path, args, status, words):
+    """--help, a bad argument and the refusal on a machine without a CUDA driver print what they
+    always did, and no process of theirs imports torch (about 2 s of CPU each)."""
+    site, out = tmp_path / "site", tmp_path / "out"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(TORCH_LOGGER)
+    log = tmp_path / "torch.log"
+    log.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")])),
+               KIT_TEST_TORCH_LOG=str(log))
+    argv = [a.replace("{tmp}", str(out)) for a in args]
+    command = ["bash", *argv] if argv[0].startswith(".ci/") else [sys.executable, *argv]
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert log.read_text() == "", f"torch imported by: {log.read_text()}"
+    assert proc.returncode == status, proc.stderr
+    if status == 0:
+        assert words in proc.stdout, proc.stdout
+        return
+    assert proc.stdout == "" and words in proc.stderr, proc.stderr
+    if words.startswith((argv[0], Path(argv[0]).name, "error:")):
+        assert proc.stderr.count("\n") == 1, proc.stderr
+    assert not out.exists()
 
 
 SYNTAX_ERROR = "#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\ndef custom_kernel(data:\n    return 1\n"

@@ -257,6 +257,8 @@ def test_measure_records_times_wrong_results_and_auto_on_a_stand_in_gpu(monkeypa
     wrong, auto's backend; the JSON, markdown and plot are written; the exit status is 1."""
     import types
 
+    import torch
+
     import quant
 
     def exact(d):
@@ -275,7 +277,7 @@ def test_measure_records_times_wrong_results_and_auto_on_a_stand_in_gpu(monkeypa
         run_backend=lambda name, data, cfg=None: runs[name](data),
         custom_kernel=exact, select_backend=lambda dev: "cuda")
     monkeypatch.setattr(bench_kernel, "submission", fake)
-    monkeypatch.setattr(bench_kernel.torch.cuda, "synchronize", lambda: None)  # check() waits for the GPU
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # check() waits for the GPU
     monkeypatch.setattr(bench_kernel, "env_info", lambda: {"device": "stand-in", "capability": [9, 0], "sms": 1})
     monkeypatch.setattr(bench_kernel, "check_cases", lambda m, k, l, seed: [
         (dist, data, exact(data)) for dist in ("official", "full-range")
