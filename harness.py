@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import math
@@ -256,9 +257,16 @@ class Precheck:
                 f"refuses only a rejected file and logs any other classification; matched rules: {rules}")
 
 
+# KernelGuard's verdicts in this process, by the text and the analyser that gave them: on the kit's
+# 190 kB submission.py the analysis takes 1.5-2.5 s, and one process may check the same text more
+# than once (modal_app's preflight and its job, eval.py ab's files). A failed analysis is not kept.
+_PRECHECKS: dict[tuple, Precheck] = {}
+
+
 def kernelguard_precheck(source: str) -> Precheck:
     """KernelGuard on a submission's text, in this process, as ``kernelguard --api-mode``
-    analyses its standard input (the default profile, no structural hash)."""
+    analyses its standard input (the default profile, no structural hash); the same text
+    analysed earlier in this process by the same KernelGuard gives that verdict again."""
     try:
         import kernelguard
     except ImportError:
@@ -268,6 +276,10 @@ def kernelguard_precheck(source: str) -> Precheck:
         installed = version("kernelguard")
     except Exception:  # noqa: BLE001 - a copy without metadata still runs
         installed = ""
+    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), installed, id(kernelguard),
+           getattr(kernelguard, "analyze_code", None), getattr(kernelguard, "configure_runtime", None))
+    if key in _PRECHECKS:
+        return dataclasses.replace(_PRECHECKS[key], rules=list(_PRECHECKS[key].rules))
     try:
         kernelguard.configure_runtime(profile=kernelguard.DEFAULT_PROFILE_NAME)
         result = kernelguard.analyze_code(source, compute_structural_hash=False)
@@ -275,9 +287,11 @@ def kernelguard_precheck(source: str) -> Precheck:
         return Precheck(installed=True, version=installed, error=one_line(f"{type(exc).__name__}: {exc}"))
     rules = sorted({f"{m.get('pattern', 'unknown')} ({m.get('severity', '?')})"
                     for m in result.get("matched_patterns", []) if isinstance(m, dict)})
-    return Precheck(installed=True, version=installed, rejected=bool(result.get("should_filter")),
-                    classification=str(result.get("classification", "unknown")),
-                    reason=str(result.get("filter_reason") or ""), rules=rules)
+    found = Precheck(installed=True, version=installed, rejected=bool(result.get("should_filter")),
+                     classification=str(result.get("classification", "unknown")),
+                     reason=str(result.get("filter_reason") or ""), rules=rules)
+    _PRECHECKS[key] = dataclasses.replace(found, rules=list(rules))
+    return found
 
 
 def precheck_file(path: Path | str) -> Precheck:

@@ -5,6 +5,7 @@ check written for it. The audit runs here in this process (``audit.audit``), and
 the command line for its exit status and line format.
 """
 
+import dataclasses
 import math
 import os
 import re
@@ -351,6 +352,40 @@ def test_precheck_reports_an_analysis_that_raises(monkeypatch):
     monkeypatch.setattr(kernelguard, "analyze_code", broken)
     found = harness.kernelguard_precheck("def custom_kernel(data):\n    return data[-1]\n")
     assert found.installed and not found.rejected and "RuntimeError: boom" in found.summary()
+
+
+def test_a_text_checked_again_in_the_process_gets_the_same_verdict_without_a_second_analysis(monkeypatch):
+    """harness.kernelguard_precheck keeps a verdict per text and analyser: the same text again is
+    not analysed again (a copy comes back: changing it changes nothing kept); another text, or
+    another analyser, is; an analysis that raised is not kept."""
+    kernelguard = pytest.importorskip("kernelguard")
+    real, calls = kernelguard.analyze_code, []
+
+    def counted(source, **kwargs):
+        calls.append(source)
+        if source.startswith("# raise once") and calls.count(source) == 1:
+            raise RuntimeError("boom")
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(kernelguard, "analyze_code", counted)
+    text = "def custom_kernel(data):\n    return data[-1]\n# a text no other test checks\n"
+    first = harness.kernelguard_precheck(text)
+    first.rules.append("changed by the caller")
+    again = harness.kernelguard_precheck(text)
+    assert calls == [text] and "changed by the caller" not in again.rules
+    assert again == dataclasses.replace(first, rules=again.rules) and again.summary() == harness.kernelguard_precheck(
+        text).summary()
+    other = "# another\n" + text
+    harness.kernelguard_precheck(other)
+    assert calls == [text, other]
+    raising = "# raise once\n" + text
+    assert harness.kernelguard_precheck(raising).error and not harness.kernelguard_precheck(raising).error
+    assert calls == [text, other, raising, raising]
+    second = []
+    monkeypatch.setattr(kernelguard, "analyze_code", lambda source, **kwargs: second.append(source) or real(
+        source, **kwargs))
+    harness.kernelguard_precheck(text)  # another analyser: analysed again
+    assert second == [text]
 
 
 def test_precheck_names_another_installed_version(monkeypatch):
