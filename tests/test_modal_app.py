@@ -805,13 +805,19 @@ def test_check_step_runs_pytest_and_returns_the_junit_summary(tmp_path):
     assert modal_app.job_step("check", kit_dir=tmp_path, echo=False)["passed"] is True
 
 
-def test_check_command_collects_the_whole_suite(tmp_path):
+def test_check_command_collects_the_whole_suite(tmp_path, monkeypatch, capsys):
     """What the check step runs, with --collect-only here: every test file of the kit but the
-    local side's, no error."""
+    local side's, no error. Its pytest options in a session of this process, from the kit's root
+    (the test modules are imported already; a second process would import and rewrite them all
+    again, about 8 CPU-s)."""
     cmd = modal_app.job_command("check", "", tmp_path)
-    proc = subprocess.run([*cmd, "--collect-only"], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    files = {line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line}
+    assert cmd[:3] == [sys.executable, "-m", "pytest"], cmd
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    code = pytest.main([*cmd[3:], "--collect-only"])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    files = {line.split("::")[0] for line in out.splitlines() if "::" in line}
     expected = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")} - set(modal_app.CHECK_IGNORE)
     assert files == expected
 
