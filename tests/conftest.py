@@ -258,16 +258,17 @@ def suite_files(extra=()) -> list[str]:
 # in a pytest started by a test (an xdist worker's environment names it).
 WORKERS_ENV = "NVFP4_TEST_WORKERS"
 MAX_AUTO_WORKERS = 4
-# Seconds per test file of the serial suite on the 2-core CPU machine (setup + call + teardown,
-# `python3 -m pytest -n 0 --durations=0`, 2026-11-29, kit 2ff5fb2): only the order in which files are
-# handed to the workers (heaviest first) uses them. A file missing here (under 5 s) counts DEFAULT_CPU_SECONDS.
+# CPU seconds per test file (its tests and the processes they start; setup + call + teardown) of the
+# suite with two workers on the 2-core CPU machine, 2026-11-29, kit 7268d33: only the order in which
+# files are handed to the workers (heaviest first) uses them. A file missing here (under 5 s) counts
+# DEFAULT_CPU_SECONDS.
 CPU_FILE_SECONDS: dict[str, float] = {
-    "test_triton_kernel.py": 141, "test_compile_gate.py": 119, "test_modal_app.py": 102, "test_readme.py": 83,
-    "test_cuda_backend.py": 70, "test_eval_protocol.py": 67, "test_ab.py": 52, "test_audit.py": 48,
-    "test_starter.py": 41, "test_ncu_profile.py": 31, "test_cute.py": 31, "test_bench_kernel.py": 28,
-    "test_parts.py": 21, "test_sass_count.py": 20, "test_workers.py": 19, "test_quant.py": 17,
-    "test_eval_units.py": 12, "test_read_policies.py": 11, "test_apply_table.py": 10, "test_submission.py": 10,
-    "test_bundle.py": 9, "test_imports.py": 8,
+    "test_compile_gate.py": 228, "test_cuda_backend.py": 143, "test_eval_protocol.py": 111,
+    "test_triton_kernel.py": 82, "test_ab.py": 67, "test_readme.py": 61, "test_modal_app.py": 58,
+    "test_audit.py": 39, "test_cute.py": 35, "test_ncu_profile.py": 34, "test_starter.py": 23, "test_quant.py": 19,
+    "test_sass_count.py": 17, "test_workers.py": 16, "test_submission.py": 15, "test_bench_kernel.py": 14,
+    "test_apply_table.py": 13, "test_eval_units.py": 11, "test_bundle.py": 10, "test_imports.py": 9,
+    "test_read_policies.py": 8, "test_parts.py": 6, "test_contract.py": 6,
 }
 DEFAULT_CPU_SECONDS = 3.0
 

@@ -289,7 +289,8 @@ def test_static_rules_fail_a_file_but_missing_headers_are_a_note(tmp_path, capsy
     bad = tmp_path / "bad.py"
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\n# a cuda " + harness.FORBIDDEN_WORD +
                    " here\n" + GOOD.read_text())
-    assert ab.main([str(GOOD), str(bad)]) == (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE)
+    assert ab.main([str(GOOD), str(bad), "--shapes", str(TINY), "--check-shapes", str(TINY)]) == \
+        (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE)
     out = capsys.readouterr().out
     assert f"NEW {bad}: FAIL line 3 contains the word" in out, out
     bare = tmp_path / "bare.py"
