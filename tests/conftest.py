@@ -259,7 +259,7 @@ def suite_files(extra=()) -> list[str]:
 WORKERS_ENV = "NVFP4_TEST_WORKERS"
 MAX_AUTO_WORKERS = 4
 # CPU seconds per test file (its tests and the processes they start; setup + call + teardown) of the
-# suite with two workers on the 2-core CPU machine, 2026-11-29, kit 7268d33: only the order in which
+# suite with two workers on the 2-core CPU machine, 2026-11-29, kit f737615: only the order in which
 # files are handed to the workers (heaviest first) uses them. A file missing here (under 5 s) counts
 # DEFAULT_CPU_SECONDS.
 CPU_FILE_SECONDS: dict[str, float] = {
@@ -309,9 +309,9 @@ def auto_workers(config, environ=os.environ, cuda: bool = HAS_CUDA) -> tuple[int
 
 # One compute thread per worker: torch's CPU ops (and the harness workers, eval.py runs and tools the
 # tests start, which inherit the variable) otherwise each take a thread per core, and N workers on N
-# cores spin-wait on each other's cores. Measured (docs/setup.md, "How long"): the whole suite on
-# 2 cores, 2 workers, 11 min 12 s and 1301 CPU-s with torch's default, 10 min 13 s and 1183 CPU-s
-# with one thread. A value the user set is kept.
+# cores spin-wait on each other's cores. Measured on the 2-core CPU machine, 2026-11-29, kit f9d3153:
+# the whole suite with 2 workers, 11 min 12 s and 1301 CPU-s with torch's default, 10 min 13 s and
+# 1183 CPU-s with one thread (docs/setup.md, "How long"). A value the user set is kept.
 THREADS_ENV = "OMP_NUM_THREADS"
 
 
