@@ -369,6 +369,33 @@ def pytest_unconfigure(config):
         os.environ.pop(CUBINS_ENV, None)
 
 
+# --------------------------------------------------------------------------- a collection in this process
+class _Collected:
+    """What an in-process pytest collected: the ids it kept, and how many it deselected."""
+
+    def __init__(self):
+        self.ids, self.deselected = [], 0
+
+    def pytest_deselected(self, items):
+        self.deselected += len(items)
+
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+
+def collect_here(args: list[str], monkeypatch, capsys) -> tuple[int, str, list[str], int]:
+    """``pytest --collect-only ARGS`` in a pytest session of this process, from the kit's root as
+    a plain run starts: (exit status, what it printed, the test ids it kept, how many it
+    deselected). The suite's test modules are imported already here, so it collects without
+    importing and assertion-rewriting them again, as a second process would (about 8 CPU-s on the
+    2-core CPU machine, 2026-11-29, kit dfc6fea)."""
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    found = _Collected()
+    code = pytest.main([*args, "--collect-only"], plugins=[found])
+    return code, capsys.readouterr().out, found.ids, found.deselected
+
+
 # --------------------------------------------------------------------------- NVRTC cubins shared in a run
 # The cuda backend's kernels are compiled by several test files (every variant in
 # test_cuda_backend.py; the SASS counts, the ring and others a subset): each source is compiled

@@ -18,7 +18,7 @@ import time
 from typing import NamedTuple
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, collect_here
 
 modal = pytest.importorskip("modal")
 import harness as kit_harness  # noqa: E402
@@ -807,15 +807,10 @@ def test_check_step_runs_pytest_and_returns_the_junit_summary(tmp_path):
 
 def test_check_command_collects_the_whole_suite(tmp_path, monkeypatch, capsys):
     """What the check step runs, with --collect-only here: every test file of the kit but the
-    local side's, no error. Its pytest options in a session of this process, from the kit's root
-    (the test modules are imported already; a second process would import and rewrite them all
-    again, about 8 CPU-s)."""
+    local side's, no error. Its pytest options in a session of this process (conftest.collect_here)."""
     cmd = modal_app.job_command("check", "", tmp_path)
     assert cmd[:3] == [sys.executable, "-m", "pytest"], cmd
-    monkeypatch.chdir(ROOT)
-    capsys.readouterr()
-    code = pytest.main([*cmd[3:], "--collect-only"])
-    out = capsys.readouterr().out
+    code, out, _, _ = collect_here(cmd[3:], monkeypatch, capsys)
     assert code == 0, out[-3000:]
     files = {line.split("::")[0] for line in out.splitlines() if "::" in line}
     expected = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")} - set(modal_app.CHECK_IGNORE)

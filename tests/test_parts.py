@@ -11,7 +11,7 @@ from pathlib import Path
 
 import conftest
 import pytest
-from conftest import DEFAULT_FILE_WEIGHT, FILE_WEIGHTS, ROOT, assign_parts, parse_part, suite_files
+from conftest import DEFAULT_FILE_WEIGHT, FILE_WEIGHTS, ROOT, assign_parts, collect_here, parse_part, suite_files
 
 
 def weight(name: str) -> int:
@@ -51,36 +51,18 @@ def test_a_bad_part_is_a_usage_error_naming_the_form(spec):
         parse_part(spec)
 
 
-class _Collected:
-    """What an in-process pytest collected: the ids it kept, and how many it deselected."""
-
-    def __init__(self):
-        self.ids, self.deselected = [], 0
-
-    def pytest_deselected(self, items):
-        self.deselected += len(items)
-
-    def pytest_collection_finish(self, session):
-        self.ids = [item.nodeid for item in session.items]
-
-
 def selected(n: int, m: int, monkeypatch, capsys) -> tuple[list[str], int]:
-    """The test ids ``pytest --collect-only -q --part N/M`` selects, and how many it collected in all:
-    a pytest session in this process, from the kit's root as a plain run starts (its test modules
-    are imported already, so the session collects without importing and rewriting them again: a
-    second process took about 9 CPU-s a part). Its printed summary agrees with what it collected."""
-    monkeypatch.chdir(ROOT)
-    capsys.readouterr()
-    found = _Collected()
-    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--part", f"{n}/{m}"], plugins=[found])
-    out = capsys.readouterr().out
+    """The test ids ``pytest --collect-only -q --part N/M`` selects, and how many it collected in all
+    (conftest.collect_here: in this process). Its printed summary agrees with what it collected."""
+    code, out, ids, deselected = collect_here(["-q", "-p", "no:cacheprovider", "--part", f"{n}/{m}"], monkeypatch,
+                                              capsys)
     assert code == 0, out[-2000:]
     counts = re.search(r"(\d+)/(\d+) tests? collected \((\d+) deselected\)", out)
     assert counts, out[-2000:]
-    assert [line for line in out.splitlines() if "::" in line] == found.ids
-    assert len(found.ids) == int(counts[1]) == int(counts[2]) - int(counts[3])
-    assert int(counts[3]) == found.deselected
-    return found.ids, int(counts[2])
+    assert [line for line in out.splitlines() if "::" in line] == ids
+    assert len(ids) == int(counts[1]) == int(counts[2]) - int(counts[3])
+    assert int(counts[3]) == deselected
+    return ids, int(counts[2])
 
 
 def test_the_parts_partition_the_collected_suite(monkeypatch, capsys):
