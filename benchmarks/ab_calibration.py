@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 import ab  # noqa: E402
 import harness  # noqa: E402
+from benchmarks import refusals  # noqa: E402
 
 # The wrapper appended to a copy of the submission: custom_kernel, then a spin of CYCLES clock cycles.
 SLEEP_WRAPPER = """
@@ -209,11 +210,25 @@ def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles
     return out
 
 
+def source_problem(path: Path) -> str:
+    """'' when ``path`` is a submission file whose text parses as Python (checked without torch,
+    before the CUDA check), else why not in one line naming it."""
+    problem = harness.submission_problem(path)
+    if problem:
+        return f"--submission: {problem}"
+    try:
+        compile(path.read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
+        return harness.one_line(f"--submission {path} is not Python: {type(exc).__name__}: {exc}")
+    return ""
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="How far to trust ``python3 eval.py ab`` on this GPU (needs CUDA).")
     p.add_argument("--out", required=True, help="folder for calibration.json and calibration.md")
     p.add_argument("--submission", default=None, help="the file calibrated (default: the kit's submission.py)")
-    p.add_argument("--shapes", default="benchmarks")
+    p.add_argument("--shapes", default="benchmarks", choices=harness.SHAPE_SETS,
+                   help="shapes.json set timed (default %(default)s)")
     p.add_argument("--repeats", type=int, default=20, help="ab's calls per file, shape and round (default %(default)s)")
     p.add_argument("--aa-sets", type=int, default=24, help="worker sets of the A/A run (default %(default)s)")
     p.add_argument("--aa-rounds", type=int, default=2, help="rounds per worker set (default %(default)s)")
@@ -229,11 +244,32 @@ def main(argv=None) -> int:
     p.add_argument("--slow-budget", type=float, default=90.0, help="slowdown run's --time-budget (s)")
     p.add_argument("--budget", type=float, default=120.0, help="seconds per shape for (c) (default %(default)g)")
     args = p.parse_args(argv)
+    counts = ("repeats", "aa_sets", "aa_rounds", "aa_sets_per_experiment", "sleep_base", "slow_sets")
+    times = ("aa_budget", "slow_ns", "slow_budget", "budget")
+    low = [f"--{n.replace('_', '-')}" for n in counts if getattr(args, n) < 1]
+    low += [f"--{n.replace('_', '-')}" for n in times if getattr(args, n) <= 0]
+    if low:
+        p.error(f"{', '.join(low)}: counts must be at least 1, times above 0")
+    if args.aa_sets_per_experiment > args.aa_sets:
+        p.error(f"--aa-sets-per-experiment {args.aa_sets_per_experiment} is more than --aa-sets {args.aa_sets}: "
+                "the A/A run would hold no experiment")
     submission = Path(args.submission) if args.submission else ROOT / "submission.py"
+    problem = refusals.folder_problem(args.out, "--out") or source_problem(submission)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     import bundle  # the standard library and harness only
     bundle.refuse_if_out_of_sync(submission, tool="benchmarks/ab_calibration.py")  # its record names one kernel
     if not harness.cuda_available():  # no torch imported where the machine has no CUDA driver
         print("error: the calibration needs a CUDA GPU (it runs eval.py ab)", file=sys.stderr)
+        return 2
+    try:  # on the GPU: it imports, and its cuda kernel (if it has the kit's) compiles, before any run
+        problem = refusals.gpu_build_problem(harness.load_tool_submission(submission))
+        problem = problem and f"--submission {submission}: {problem}"
+    except ValueError as exc:  # it does not import: one line naming --submission
+        problem = str(exc)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

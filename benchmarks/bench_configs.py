@@ -82,6 +82,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.rounds < 1 or args.reps < 1 or args.sms < 0:
         p.error("--rounds and --reps must be at least 1, --sms at least 0")
+    import harness  # no torch at its top
+    problem = harness.writable_file_problem(args.json, "--json", "configs.json")
+    if problem:
+        p.exit(2, f"bench_configs.py: {problem}\n")
     return args
 
 
@@ -106,8 +110,16 @@ def main(argv=None) -> int:
     import harness
     import reference
     import submission
+    from benchmarks import refusals
     from benchmarks.bench_kernel import check, check_cases, env_info
 
+    cap = torch.cuda.get_device_capability()
+    (m, k, l), cfgs = next(iter(grid.items()))  # the first config compiled before any GPU work
+    name, cfg = next(iter(cfgs.items()))
+    problem = refusals.build_problem(submission, cfg.with_decode(cap), submission.cuda_arch(cap))
+    if problem:
+        print(f"bench_configs.py: {m}x{k}x{l} {name}: {problem}", file=sys.stderr)
+        return 2
     sms = timing.context_sm_count()
     info = {**env_info(), "context_sms": sms,
             "command": harness.kit_command(["python3", "benchmarks/bench_configs.py"],

@@ -99,7 +99,7 @@ def current_file() -> str:
     return kit.__file__ if kit is not None else str(ROOT / "submission.py")
 
 
-from benchmarks import roofline  # noqa: E402
+from benchmarks import refusals, roofline  # noqa: E402
 from benchmarks.apply_table import kernel_revision, kit_revision  # noqa: E402
 
 N_SETS = 8
@@ -269,17 +269,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 ap.error("--plot needs matplotlib (python3 -m pip install matplotlib)")
     elif args.plot or args.roofline_shapes != ap.get_default("roofline_shapes"):
         ap.error("--plot and --roofline-shapes go with --roofline")
+    for flag, given, what in (("--probes", args.probes, "times the probes of the swept cuda configs"),
+                              ("--grid", args.grid, "replaces the cuda sweep's grid")):
+        if given and not args.sweep:
+            ap.error(f"{flag} only goes with --sweep (it {what})")
+        if given and args.backends and "cuda" not in args.backends.split(","):
+            ap.error(f"{flag} {what}, and --backends {args.backends} times no cuda")
     if args.submission:
         try:
             load(args.submission)
         except ValueError as exc:  # no such file, or it does not import: one line, no traceback
             ap.exit(2, f"error: {exc}\n")
+    for option, example in zip(OUTPUT_OPTIONS, ("bench.json", "bench.md", "roofline.png"), strict=True):
+        problem = harness.writable_file_problem(getattr(args, option[2:]) or None, option, example)  # before the run
+        if problem:
+            ap.exit(2, f"error: {problem}\n")
     args.grid_configs = {}
     if args.grid:
         try:
             args.grid_configs = grid_configs(args.grid)
         except ValueError as exc:
             ap.error(f"--grid {args.grid}: {exc}")
+        swept = {f"{c['m']}x{c['k']}x{c['l']}" for c in harness.shape_set(args.shapes)}
+        idle = [shape for shape in args.grid_configs if shape not in swept]
+        if idle:
+            ap.error(f"--grid {args.grid}: {', '.join(idle)} not among the shapes swept (--shapes {args.shapes}: "
+                     f"{', '.join(sorted(swept))})")
     return args
 
 
@@ -434,6 +449,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
               "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
+    if not args.backends or "cuda" in args.backends.split(","):  # a kernel that does not build: one line, now
+        problem = refusals.gpu_build_problem(current())
+        if problem:
+            print(f"bench_kernel.py: {current_file()}: {problem}", file=sys.stderr)
+            return 2
     if args.roofline:
         return measure_roofline(args, argv)
     if args.sms and args.sms_child < 0:

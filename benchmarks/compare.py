@@ -58,7 +58,7 @@ import nvfp4  # noqa: E402
 import quant  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
-from benchmarks import timing  # noqa: E402
+from benchmarks import refusals, timing  # noqa: E402
 from benchmarks.timing import gemv_bytes  # noqa: E402
 from utils import verbose_allclose  # noqa: E402
 
@@ -737,7 +737,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="strategies (--strategies):\n" + "\n".join(
                                     f"  {s.key:<11} {s.what}" for s in STRATEGIES))
-    p.add_argument("--shapes", choices=harness.SHAPE_SETS, default="benchmarks",
+    p.add_argument("--shapes", choices=harness.SHAPE_SETS, default=None,
                    help="shapes.json set: benchmarks (default), tests (the official correctness cases), or all")
     p.add_argument("--shape", type=parse_shape, action="append", metavar="MxKxL",
                    help="a shape of your own instead (repeatable; seed 1111)")
@@ -760,6 +760,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error(f"unknown strategies {unknown}; choose from {KEYS}")
     if args.reps < 1 or args.harness_reps < 1 or args.sets < 1:
         p.error("--reps, --harness-reps and --sets must be >= 1")
+    if args.shape and args.shapes:
+        p.error(f"--shapes {args.shapes} and --shape: --shape's shapes replace the set (give one or the other)")
+    args.shapes = args.shapes or "benchmarks"
+    problem = (refusals.folder_problem(str(args.out), "--out")
+               or harness.writable_file_problem(args.json and str(args.json), "--json", "compare.json"))
+    if problem:
+        p.exit(2, f"error: {problem}\n")
     return args
 
 
@@ -774,6 +781,10 @@ def main(argv: list[str] | None = None) -> int:
             by_reason.setdefault(e["reason"], []).append(e["key"])
         print("benchmarks.compare needs a CUDA GPU; every strategy is unavailable here: "
               + "; ".join(f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()), file=sys.stderr)
+        return 2
+    problem = refusals.gpu_build_problem(submission) if "cuda" in wanted else ""
+    if problem:  # the cuda strategy would only fail: one line, before any timing
+        print(f"benchmarks.compare: {problem}", file=sys.stderr)
         return 2
     meta = environment(argv)
     meta.update(distribution=args.distribution, reps=args.reps, harness_reps=args.harness_reps,

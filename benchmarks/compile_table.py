@@ -48,6 +48,7 @@ from pathlib import Path
 if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
     import kitpath  # noqa: F401
 
+from benchmarks import refusals  # noqa: E402  (no torch or triton at the top either)
 from harness import load_submission, writable_file_problem  # noqa: E402  (no torch or triton at the top)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -482,9 +483,9 @@ def summary(results: list[dict], rows: list[dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--submission", default=str(SUBMISSION), help="the file whose kernels are compiled")
-    parser.add_argument("--out", default=str(OUT_MD),
-                        help=f"markdown file written (default {OUT_MD.relative_to(ROOT)})")
+    parser.add_argument("--submission", default=None, help="the file whose kernels are compiled (default: the "
+                        "kit's submission.py)")
+    parser.add_argument("--out", default=None, help=f"markdown file written (default {OUT_MD.relative_to(ROOT)})")
     parser.add_argument("--server-triton", default=None, help=f"folder holding triton=={SERVER_TRITON} "
                         f"(default ${ENV_SERVER_TRITON} or {server_triton_dir()})")
     parser.add_argument("--installed-only", action="store_true", help="skip the server's Triton")
@@ -492,6 +493,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"install triton=={SERVER_TRITON} into the server-Triton folder if missing, and exit")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.install_server_triton:
+        idle = [flag for flag, value in (("--submission", args.submission), ("--out", args.out),
+                                          ("--installed-only", args.installed_only)) if value]
+        if idle:
+            parser.error(f"--install-server-triton installs and exits: {', '.join(idle)} would do nothing")
+    elif args.installed_only and args.server_triton:
+        parser.error("--server-triton names the server's Triton, which --installed-only leaves out")
+    args.submission, args.out = args.submission or str(SUBMISSION), args.out or str(OUT_MD)
     if args.worker:
         Path(args.worker).write_text(json.dumps(compile_all(args.submission)))
         return 0
@@ -509,6 +518,14 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    sub = load_submission(args.submission)
+    cuda = hasattr(sub, "cuda_compile_variants")
+    if cuda and refusals.cuda_buildable(sub):  # the cuda part's first config for each arch, before the Triton
+        first = [(cfg, arch) for cfg, _, _ in sub.cuda_compile_variants()[:1] for arch in CUDA_ARCHS]  # workers
+        problem = refusals.first_build_problem(sub, first)
+        if problem:
+            print(f"error: --submission {args.submission}: {problem}", file=sys.stderr)
+            return 2
     try:
         results = gate(args.submission, server)
     except RuntimeError as exc:  # a worker died: its last line says why
@@ -516,8 +533,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     command = "python3 benchmarks/compile_table.py" + (" --installed-only" if server is None else "")
     text = report(results, command)
-    sub = load_submission(args.submission)
-    rows = cuda_rows(sub) if hasattr(sub, "cuda_compile_variants") else []
+    try:
+        rows = cuda_rows(sub) if cuda else []
+    except getattr(sub, "CudaBuildError", RuntimeError) as exc:  # a later config's: the line above names it
+        print(f"error: --submission {args.submission}: {refusals.build_line(exc)}", file=sys.stderr)
+        return 2
     if rows:
         text += ("\n## CUDA backend (NVRTC " + ".".join(map(str, sub.nvrtc_version()))
                  + ")\n\nEvery config the cuda backend can launch (whole steps, plain scales; the gate in "

@@ -65,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import reference
     import submission
-    from benchmarks import timing
+    from benchmarks import refusals, timing
     base = submission.CudaConfig(**CFG_FIELDS)
+    problem = refusals.build_problem(submission, base, submission.cuda_arch(torch.cuda.get_device_capability()))
+    if problem:  # before anything is printed or launched
+        print(f"cuda_build_probe.py: {problem}", file=sys.stderr)
+        return 2
     m, k, l = SHAPE
     data = reference.generate_input(m, k, l, 1, device="cuda")
     submission.check_inputs(data)

@@ -299,9 +299,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 50:
         ap.error("--reps must be >= 50 (median and mean of at least 50 calls)")
     import harness
+    problem = harness.writable_file_problem(args.json or None, "--json", "floor.json")
+    if problem:
+        ap.exit(2, f"floor.py: {problem}\n")
     if not harness.cuda_available():
         print("floor.py needs a CUDA GPU (CUDA events, the server's L2 clear); this machine has none",
               file=sys.stderr)
+        return 2
+    import submission
+    from benchmarks import refusals
+    problem = refusals.gpu_build_problem(submission)  # custom_kernel and the kit's launch: the cuda backend
+    if problem:
+        print(f"floor.py: {problem}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     record = {"info": env_info(), "reps": args.reps,

@@ -80,7 +80,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 import harness  # noqa: E402
 import submission  # noqa: E402
-from benchmarks import sass_count, timing  # noqa: E402
+from benchmarks import refusals, sass_count, timing  # noqa: E402
 from benchmarks.bench_kernel import B200_READ_BPS, B200_SMS  # noqa: E402
 
 CLOCK_HZ = 1.98e9  # the H100 SXM's top boost clock, the B200's taken to be about the same (projection.py)
@@ -476,22 +476,39 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"inflight.py: {path}: {exc}", file=sys.stderr)
             return 2
+    problem = (harness.writable_file_problem(args.md or None, "--md", "b200-inflight.md")
+               or harness.writable_file_problem(args.json or None, "--json", "b200-inflight.json"))
+    if problem:
+        print(f"inflight.py: {problem}", file=sys.stderr)
+        return 2
     missing = sass_count.missing_tools()
     if missing:
         print(f"inflight.py {missing}", file=sys.stderr)
         return 2
+    # the first B200 candidate (sm_100a) and the first H200 point (sm_90a) compiled before anything
+    # is printed: a kernel that does not compile is one line naming the config and the arch
+    problem = refusals.first_build_problem(submission, [(candidates(submission.TUNED_SHAPES[0])[0][0], "sm_100a"),
+                                                        (submission.CudaConfig.of(H200_POINTS[0][1]), "sm_90a")])
+    if problem:
+        print(f"inflight.py: {problem}", file=sys.stderr)
+        return 2
     revision, date = submission.kernel_revision(), time.strftime("%Y-%m-%d")
-    rows = table(gpus, lambda line: print(line, file=sys.stderr, flush=True))
-    given = [a for p in args.latency for a in ("--latency", p)] + (["--md", args.md] if args.md else []) + \
-        (["--json", args.json] if args.json else [])
-    command = harness.kit_command(["python3", "benchmarks/inflight.py"], given, ("--md", "--json"))
-    text = "\n".join(markdown(rows, gpus, revision, date, command)) + "\n"
+    try:
+        rows = table(gpus, lambda line: print(line, file=sys.stderr, flush=True))
+        given = [a for p in args.latency for a in ("--latency", p)] + (["--md", args.md] if args.md else []) + \
+            (["--json", args.json] if args.json else [])
+        command = harness.kit_command(["python3", "benchmarks/inflight.py"], given, ("--md", "--json"))
+        text = "\n".join(markdown(rows, gpus, revision, date, command)) + "\n"
+        saved = json.dumps(record(rows, gpus, revision, date), indent=1) + "\n" if args.json else ""
+    except submission.CudaBuildError as exc:  # a later config's: the line above names it, this one its arch
+        print(f"inflight.py: {refusals.build_line(exc)}", file=sys.stderr)
+        return 2
     if args.md:
         Path(args.md).write_text(text)
     else:
         print(text, end="")
     if args.json:
-        Path(args.json).write_text(json.dumps(record(rows, gpus, revision, date), indent=1) + "\n")
+        Path(args.json).write_text(saved)
     return 0
 
 

@@ -209,17 +209,28 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.hops < 1 or args.reps < 1 or args.chain_mb < 1:
         ap.error("--hops, --reps and --chain-mb must be >= 1")
-    import torch
-
-    if not torch.cuda.is_available():
+    import harness  # no torch at its top
+    problem = harness.writable_file_problem(args.json or None, "--json", "latency.json")
+    if problem:
+        ap.exit(2, f"latency.py: {problem}\n")
+    if not harness.cuda_available():  # no torch imported where the machine has no CUDA driver
         print("latency.py needs a CUDA GPU (torch.cuda.is_available() is False here)", file=sys.stderr)
         return 2
+    import torch
+
     import submission
+    from benchmarks import refusals
 
     try:
         submission.find_nvrtc()
     except submission.CudaBuildError as exc:
         print(f"latency.py needs NVRTC: {exc}", file=sys.stderr)
+        return 2
+    arch = submission.cuda_arch(torch.cuda.get_device_capability())
+    try:  # the probe compiled before any GPU work: one that does not compile is one line
+        submission.cuda_compile(PROBE_SRC, arch, {"UNROLL": 1})
+    except submission.CudaBuildError as exc:
+        print(f"latency.py: {refusals.build_line(exc, 'the latency probe (UNROLL 1)', arch)}", file=sys.stderr)
         return 2
     record = measure(args)
     print("\n".join(report(record)))

@@ -79,8 +79,9 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 
 ROOT = Path(__file__).resolve().parent.parent
 
+import harness  # noqa: E402
 import submission  # noqa: E402
-from benchmarks import inflight, sass_count, timing  # noqa: E402
+from benchmarks import inflight, refusals, sass_count, timing  # noqa: E402
 from benchmarks.bench_kernel import B200_READ_BPS, B200_SMS  # noqa: E402
 
 CLOCK_HZ = inflight.CLOCK_HZ
@@ -207,7 +208,9 @@ _STORE = []
 
 def counts(cfg, arch: str) -> dict | None:
     """benchmarks/inflight.py's counts of ``cfg`` for ``arch``: from its JSON record of this kernel
-    revision, else compiled here; None where neither can be had (no NVRTC or cuobjdump)."""
+    revision, else compiled here; None where neither can be had (no NVRTC or cuobjdump). A kernel
+    that does not compile raises CudaBuildError, its message one line naming the config and the
+    arch (``refusals.build_line``)."""
     cfg = submission.CudaConfig.of(cfg)
     if cfg.decode is None:
         cfg = cfg.with_decode((10, 0) if arch.startswith("sm_10") else (9, 0))
@@ -219,7 +222,10 @@ def counts(cfg, arch: str) -> dict | None:
     try:
         return inflight.measure(cfg, arch)
     except (submission.CudaBuildError, OSError, ValueError, subprocess.CalledProcessError) as exc:
-        print(f"projection.py: no SASS counts for {cfg!r} on {arch} ({type(exc).__name__}: {exc})", file=sys.stderr)
+        if isinstance(exc, submission.CudaBuildError) and refusals.compile_failure(exc):
+            raise submission.CudaBuildError(refusals.build_line(exc, cfg, arch)) from None
+        why = harness.one_line(f"{type(exc).__name__}: {exc}")
+        print(f"projection.py: no SASS counts for {cfg!r} on {arch} ({why})", file=sys.stderr)
         return None
 
 
@@ -353,7 +359,10 @@ def project(full: dict, sms_run: dict) -> list[str]:
                 cells.append("-")
                 continue
             cfg = submission.CudaConfig.of(p["config"])
-            per = sass_count.count(cfg, "sm_90a")["per_chunk"]
+            try:
+                per = sass_count.count(cfg, "sm_90a")["per_chunk"]
+            except submission.CudaBuildError as exc:
+                raise submission.CudaBuildError(refusals.build_line(exc, cfg, "sm_90a")) from None
             iss = issue_us(m, k, l, per, sms)
             model = max(p["ceiling_us"], iss)
             cells.append(f"{cfg}, {per:.1f}, {p['ceiling_us']:.2f}, {iss:.2f}, {model:.2f}, {p['kernel_us']:.2f}, "
@@ -432,19 +441,30 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"projection.py: {path}: {exc}", file=sys.stderr)
             return 2
+    problem = harness.writable_file_problem(args.md or None, "--md", "b200-projection.md")
+    if problem:
+        print(f"projection.py: {problem}", file=sys.stderr)
+        return 2
     lines = []
     if args.records:
-        try:
-            full, sms_run = (json.loads(Path(p).read_text()) for p in args.records)
-        except (OSError, ValueError) as exc:
-            print(f"projection.py: {exc}", file=sys.stderr)
-            return 2
+        records = []
+        for path in args.records:
+            try:
+                records.append(json.loads(Path(path).read_text()))
+            except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+                print(f"projection.py: {path}: not a readable JSON file ({type(exc).__name__}: {exc})",
+                      file=sys.stderr)
+                return 2
+        full, sms_run = records
         problem = record_problem(full, sms_run, *args.records)
         if problem:
             print(f"projection.py: {problem}", file=sys.stderr)
             return 2
         try:
             lines = project(full, sms_run) + [""]
+        except submission.CudaBuildError as exc:
+            print(f"projection.py: {exc}", file=sys.stderr)
+            return 2
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field of the right name, the wrong kind
             print(f"projection.py: {args.records[0]} / {args.records[1]}: a field the projection reads is malformed "
                   f"({type(exc).__name__}: {exc})", file=sys.stderr)

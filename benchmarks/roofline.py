@@ -278,6 +278,10 @@ def main(argv: list | None = None) -> int:
                     "--roofline --json)")
     ap.add_argument("--out", metavar="PNG", required=True, help="the PNG to write")
     args = ap.parse_args(argv)
+    problem = harness.writable_file_problem(args.out, "--out", "roofline.png")
+    if problem:
+        print(f"roofline: {problem}", file=sys.stderr)
+        return 2
     try:
         record = json.loads(Path(args.plot_from).read_text())
     except (OSError, ValueError) as exc:

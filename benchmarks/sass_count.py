@@ -40,6 +40,7 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
     import kitpath  # noqa: F401
 
 import submission  # noqa: E402
+from benchmarks import refusals  # noqa: E402
 
 PAPER_MINIMUM = {"sm_100a": 40, "sm_90a": 56}
 _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
@@ -158,26 +159,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="", help="one config, its fields by name or by position, comma-separated "
                                                  "(default: the table's and the B200 candidates of each benchmark "
                                                  "shape)")
-    ap.add_argument("--arch", default="sm_100a", choices=sorted(PAPER_MINIMUM), help="with --config")
+    ap.add_argument("--arch", default=None, choices=sorted(PAPER_MINIMUM),
+                    help="with --config: the arch it is compiled for (default sm_100a)")
     args = ap.parse_args(argv)
-    missing = missing_tools()
-    if missing:
-        print(f"sass_count.py {missing}", file=sys.stderr)
-        return 2
+    if args.arch and not args.config:
+        ap.error(f"--arch {args.arch} goes with --config (without it every config is counted for the arch "
+                 "it runs on: the H100 table's on sm_90a, the B200's on sm_100a)")
     if args.config:
+        arch = args.arch or "sm_100a"
         try:
             cfg = submission.CudaConfig.parse(args.config)
         except (TypeError, ValueError) as exc:
             ap.error(f"--config {args.config}: {exc}")
         if cfg.decode is None:
-            cfg = cfg._replace(decode="f16x2" if args.arch == "sm_100a" else "dp4a-sr")
-        todo = [("-", args.arch, cfg, "--config")]
+            cfg = cfg._replace(decode="f16x2" if arch == "sm_100a" else "dp4a-sr")
+        problem = cfg.problem()
+        if problem:
+            ap.error(f"--config {args.config}: {problem}")
+        todo = [("-", arch, cfg, "--config")]
     else:
         todo = default_configs()
+    missing = missing_tools()
+    if missing:
+        print(f"sass_count.py {missing}", file=sys.stderr)
+        return 2
+    # the first config of each arch compiled before anything is printed: a kernel that does not
+    # compile is one line naming the config and the arch (a later config's failure: the same line)
+    problem = refusals.first_build_problem(submission, [(cfg, arch) for _, arch, cfg, _ in todo])
+    if problem:
+        print(f"sass_count.py: {problem}", file=sys.stderr)
+        return 2
     rows = []
     for i, (shape, arch, cfg, role) in enumerate(todo):
         print(f"sass_count: {i + 1}/{len(todo)} {cfg!r} {arch}", file=sys.stderr, flush=True)
-        rows.append({**count(cfg, arch), "shape": shape, "role": role})
+        try:
+            rows.append({**count(cfg, arch), "shape": shape, "role": role})
+        except submission.CudaBuildError as exc:
+            print(f"sass_count.py: {refusals.build_line(exc, cfg, arch)}", file=sys.stderr)
+            return 2
     print("\n".join(table(rows)))
     return 0
 

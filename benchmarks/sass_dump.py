@@ -169,11 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder written (one .sass file per variant and arch)")
     ap.add_argument("--only", choices=("cuda", "triton"), default=None)
     args = ap.parse_args(argv)
-    if os.environ.get("TRITON_INTERPRET", "0") == "1":  # the kernels would be interpreter functions
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    from benchmarks import refusals
+    from harness import load_tool_submission
+    problem = refusals.folder_problem(args.out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if os.environ.get("TRITON_INTERPRET", "0") == "1" and args.only != "cuda":  # the Triton kernels would be
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # interpreter functions
         return subprocess.run([sys.executable, str(Path(__file__).resolve()), *(argv or sys.argv[1:])],
                               env=env).returncode
-    from harness import load_tool_submission
     try:
         sub = load_tool_submission(args.submission)
     except ValueError as exc:  # no such file, or it does not import: one line
@@ -183,13 +188,24 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {args.submission}: {problem}", file=sys.stderr)
         return 2
+    if "cuda" in parts:  # the first variant for each arch, before anything is written
+        from benchmarks.sass_count import missing_tools
+        problem = missing_tools() or refusals.first_build_problem(
+            sub, [(cfg, arch) for cfg, _, _ in sub.cuda_compile_variants()[:1] for arch in CUDA_ARCHS])
+        if problem:
+            print(f"error: {args.submission}: {problem}", file=sys.stderr)
+            return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
-        if "cuda" in parts:
-            counts["cuda"] = dump_cuda(sub, out)
+        try:
+            if "cuda" in parts:
+                counts["cuda"] = dump_cuda(sub, out)
+        except getattr(sub, "CudaBuildError", RuntimeError) as exc:  # a later variant's: the line above names it
+            print(f"error: {args.submission}: {refusals.build_line(exc)}", file=sys.stderr)
+            return 2
         if "triton" in parts:
             counts["triton"] = dump_triton(sub, out)
     print(f"sass_dump: wrote {', '.join(f'{n} {k}' for k, n in counts.items())} SASS files to {out}")

@@ -104,10 +104,15 @@ GRIDS = {"small": (SMALL_SHAPES, small_grid), "loads": (BENCH_SHAPES + LOAD_SMAL
 
 
 def _compile(job: tuple) -> tuple:
+    """(kernel name, cubin) of one job; a build that fails raises CudaBuildError, one line naming it."""
     import submission as S
+    from benchmarks import refusals
     cfg, full, arch = job
     name, source = S.cuda_kernel(cfg, full, True)
-    return name, S.cuda_compile(source, arch)
+    try:
+        return name, S.cuda_compile(source, arch)
+    except S.CudaBuildError as exc:
+        raise S.CudaBuildError(refusals.build_line(exc, cfg, arch)) from None
 
 
 def interleaved(cfgs: list, data, rounds: int) -> dict:
@@ -127,6 +132,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=15, help="timed calls per config, interleaved (default %(default)s)")
     ap.add_argument("--out", required=True, help="folder for server_sweep_<grid>.json")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    from benchmarks import refusals
+    problem = refusals.folder_problem(args.out, "--out")
+    if problem:
+        ap.exit(2, f"server_sweep.py: {problem}\n")
     if not harness.cuda_available():
         print("server_sweep.py needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
@@ -147,8 +158,13 @@ def main(argv=None) -> int:
             full = (k // 32) % (c.lpr * c.u) == 0
             jobs[S.cuda_kernel(c, full, True)[0]] = (c, full, arch)
     t0 = time.time()
-    with ProcessPoolExecutor(max(1, min(15, (os.cpu_count() or 2) - 1))) as ex:
-        cubins = dict(ex.map(_compile, jobs.values(), chunksize=4))
+    try:
+        cubins = dict([_compile(next(iter(jobs.values())))])  # the first here: a kernel that does not compile
+        with ProcessPoolExecutor(max(1, min(15, (os.cpu_count() or 2) - 1))) as ex:  # stops before the pool
+            cubins.update(ex.map(_compile, list(jobs.values())[1:], chunksize=4))
+    except S.CudaBuildError as exc:  # one line naming the config and the arch (_compile)
+        print(f"server_sweep.py: {exc}", file=sys.stderr)
+        return 2
     print(f"compiled {len(cubins)} kernels in {time.time() - t0:.1f} s", flush=True)
     for name, cubin in cubins.items():
         S.cuda_load(dev, name, cubin)
