@@ -210,19 +210,6 @@ def harness_delta_ns(submission: Path, shapes: str, base_cycles: int, new_cycles
     return out
 
 
-def source_problem(path: Path) -> str:
-    """'' when ``path`` is a submission file whose text parses as Python (checked without torch,
-    before the CUDA check), else why not in one line naming it."""
-    problem = harness.submission_problem(path)
-    if problem:
-        return f"--submission: {problem}"
-    try:
-        compile(path.read_bytes(), str(path), "exec")
-    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
-        return harness.one_line(f"--submission {path} is not Python: {type(exc).__name__}: {exc}")
-    return ""
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="How far to trust ``python3 eval.py ab`` on this GPU (needs CUDA).")
     p.add_argument("--out", required=True, help="folder for calibration.json and calibration.md")
@@ -254,7 +241,9 @@ def main(argv=None) -> int:
         p.error(f"--aa-sets-per-experiment {args.aa_sets_per_experiment} is more than --aa-sets {args.aa_sets}: "
                 "the A/A run would hold no experiment")
     submission = Path(args.submission) if args.submission else ROOT / "submission.py"
-    problem = refusals.folder_problem(args.out, "--out") or source_problem(submission)
+    problem = harness.submission_problem(submission)  # a .py file whose text is Python: without torch
+    problem = (refusals.folder_problem(args.out, "--out") or (problem and f"--submission: {problem}")
+               or refusals.source_problem(submission))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

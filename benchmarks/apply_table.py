@@ -401,14 +401,21 @@ def main(argv: list[str] | None = None) -> int:
         if root != path.resolve().parent and not args.dry_run:
             raise Refused(f"no {TABLES} beside {path} to write (copy the kit's kernels/ folder beside it; "
                           "--dry-run reads the kit's)")
-        old = path.read_text()
+        try:
+            old = path.read_text()
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise Refused(f"--submission {path}: cannot read it ({type(exc).__name__}: {exc})") from None
         sync = bundle.state(path, root)  # bundle's rule: no text it did not write is overwritten
         if sync.state != bundle.IN_SYNC:
             raise Refused(f"{path.name} is not bundled from its sources, so nothing is written: {sync.why}")
         old_tables_text = tables_path.read_text()
         tables = json.loads(old_tables_text)
         results = load_results(args.results)
-        mod = submission_module(old)
+        try:
+            mod = submission_module(old)
+        except Exception as exc:  # noqa: BLE001 - the file's own code failed: one line naming it
+            raise Refused(harness.one_line(f"--submission {path} does not import: {type(exc).__name__}: {exc}")) \
+                from None
         swept = {key[0] for key in picks(results, mod)}
         warning = check_revision(results, mod, swept, args.force)
         new_tables, report, written = plan(tables, mod, results, mod.kernel_revision() if warning else None)

@@ -31,40 +31,43 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 
 
 def parse_shape(text: str) -> tuple:
-    """"MxKxL" -> (M, K, L); SystemExit naming the text otherwise."""
+    """"MxKxL" -> (M, K, L); ValueError naming the text otherwise."""
     parts = text.lower().split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise SystemExit(f"bench_configs.py: shape {text!r} is not MxKxL with positive integers")
+        raise ValueError(f"shape {text!r} is not MxKxL with positive integers")
     return tuple(int(p) for p in parts)
 
 
 def load_grid(path: str) -> dict:
-    """{(M, K, L): {name: CudaConfig}} from GRID.json; SystemExit (one line naming the shape and
-    config) for a grid that cannot be run: not JSON, a bad shape, a config with unknown fields or
-    one the kernel's rules refuse (CudaConfig.problem)."""
+    """{(M, K, L): {name: CudaConfig}} from GRID.json; ValueError (one line naming the file, the
+    shape and the config) for a grid that cannot be run: not JSON, a bad shape, a config with
+    unknown fields or one the kernel's rules refuse (CudaConfig.problem)."""
     import submission
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"bench_configs.py: --grid {path}: {exc}") from exc
+        raise ValueError(f"--grid {path}: not a readable JSON file ({type(exc).__name__}: {exc})") from None
     if not isinstance(raw, dict) or not raw:
-        raise SystemExit(f"bench_configs.py: --grid {path}: expected a non-empty object of shapes")
+        raise ValueError(f"--grid {path}: expected a non-empty object of shapes")
     grid = {}
     for shape, cfgs in raw.items():
-        key = parse_shape(shape)
+        try:
+            key = parse_shape(shape)
+        except ValueError as exc:
+            raise ValueError(f"--grid {path}: {exc}") from None
         items = cfgs.items() if isinstance(cfgs, dict) else ((None, c) for c in cfgs)
         named = {}
         for name, fields in items:
             try:
                 cfg = submission.CudaConfig(**fields) if isinstance(fields, dict) else submission.CudaConfig.of(fields)
             except (TypeError, ValueError) as exc:
-                raise SystemExit(f"bench_configs.py: {shape} {name or fields}: {exc}") from exc
+                raise ValueError(f"--grid {path}: {shape} {name or fields}: {exc}") from None
             problem = cfg.problem()
             if problem:
-                raise SystemExit(f"bench_configs.py: {shape} {name or fields}: {problem}")
+                raise ValueError(f"--grid {path}: {shape} {name or fields}: {problem}")
             named[name or repr(cfg)] = cfg
         if not named:
-            raise SystemExit(f"bench_configs.py: {shape}: no configs")
+            raise ValueError(f"--grid {path}: {shape}: no configs")
         grid[key] = named
     return grid
 
@@ -93,7 +96,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import bundle  # the standard library and harness only
     bundle.refuse_if_out_of_sync(bundle.SUBMISSION, tool="benchmarks/bench_configs.py")
-    grid = load_grid(args.grid)
+    try:
+        grid = load_grid(args.grid)
+    except ValueError as exc:
+        print(f"bench_configs.py: {exc}", file=sys.stderr)
+        return 2
     from benchmarks import timing
     green = None
     if args.sms:  # first, before anything else touches the GPU

@@ -49,7 +49,7 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
     import kitpath  # noqa: F401
 
 from benchmarks import refusals  # noqa: E402  (no torch or triton at the top either)
-from harness import load_submission, writable_file_problem  # noqa: E402  (no torch or triton at the top)
+from harness import load_submission, one_line, writable_file_problem  # noqa: E402  (no torch or triton at the top)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -514,11 +514,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no triton=={SERVER_TRITON} at {server}; run `python3 benchmarks/compile_table.py "
               "--install-server-triton` (or pass --installed-only)", file=sys.stderr)
         return 2
-    problem = _out_problem(args.out) or _submission_problem(args.submission)
+    problem = _out_problem(args.out) or refusals.source_problem(args.submission)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    sub = load_submission(args.submission)
+    try:
+        sub = load_submission(args.submission)
+    except Exception as exc:  # noqa: BLE001 - the file's own code failed: one line
+        print(f"error: {one_line(f'--submission {args.submission} does not import: {type(exc).__name__}: {exc}')}",
+              file=sys.stderr)
+        return 2
     cuda = hasattr(sub, "cuda_compile_variants")
     if cuda and refusals.cuda_buildable(sub):  # the cuda part's first config for each arch, before the Triton
         first = [(cfg, arch) for cfg, _, _ in sub.cuda_compile_variants()[:1] for arch in CUDA_ARCHS]  # workers
@@ -526,6 +531,10 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"error: --submission {args.submission}: {problem}", file=sys.stderr)
             return 2
+    problem = _submission_problem(args.submission)  # it imports as the workers will import it
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         results = gate(args.submission, server)
     except RuntimeError as exc:  # a worker died: its last line says why

@@ -20,6 +20,9 @@ work (importable without torch: a tool's refusal on a machine without a GPU impo
   on this GPU (``cuda_default`` of the first benchmark shape) for this GPU's arch: the GPU
   tools' check after their CUDA check ('' for a submission without the kit's cuda backend, or
   where NVRTC is missing: the backend then cannot run here, which the tools say as before).
+* ``source_problem(path, option)``: '' when ``path`` is a file whose text parses as Python (no
+  import, no torch: checked before a tool's CUDA check), else why not in one line naming
+  ``option``; whether it imports is the loader's question (``harness.load_tool_submission``).
 * ``folder_problem(path, option)``: '' when ``path`` can be made or written as an output folder,
   else why not in one line (the files' rule is ``harness.writable_file_problem``).
 """
@@ -29,6 +32,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
+    import kitpath  # noqa: F401
+
+from harness import one_line  # noqa: E402  (no torch at its top)
 
 CUDA_NEEDS = ("cuda_kernel", "cuda_compile", "cuda_arch", "cuda_default", "find_nvrtc", "CudaConfig",
               "CudaBuildError")
@@ -50,7 +58,7 @@ def build_line(exc: BaseException, cfg=None, arch: str = "") -> str:
     what += f" for {arch}" if arch else ""
     first = _ERROR.search(text)
     if first is None:
-        return f"{what}: " + " | ".join(ln.strip() for ln in text.strip().splitlines() if ln.strip())
+        return f"{what}: {one_line(text)}"
     count = _COUNT.search(text)
     more = f" ({count.group(1)} errors in NVRTC's log)" if count and count.group(1) != "1" else ""
     return f"{what} does not compile: {first.group(0).strip()}{more}"
@@ -88,6 +96,16 @@ def gpu_build_problem(sub) -> str:
     capability = torch.cuda.get_device_capability()
     m, k, l = getattr(sub, "TUNED_SHAPES", ((7168, 16384, 1),))[0]
     return build_problem(sub, sub.cuda_default(m, k, l, capability), sub.cuda_arch(capability))
+
+
+def source_problem(path: str | Path, option: str = "--submission") -> str:
+    if not Path(path).is_file():
+        return f"{option} {path} not found (or not a file)"
+    try:
+        compile(Path(path).read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, before Python 3.12
+        return one_line(f"{option} {path} does not import: {type(exc).__name__}: {exc}")
+    return ""
 
 
 def folder_problem(path: str | None, option: str) -> str:

@@ -42,9 +42,10 @@ def test_a_grid_reads_as_shapes_and_named_configs(tmp_path):
     ({"7168x16384x1": {"pipe": dict(R2, pipe="roll")}}, "pipe must be one of"),
 ], ids=["not-json", "empty", "two-dims", "zero-k", "no-configs", "unknown-field", "rule", "bad-pipe"])
 def test_a_bad_grid_stops_in_one_line_naming_it(tmp_path, grid, says):
-    with pytest.raises(SystemExit) as exc:
+    with pytest.raises(ValueError) as exc:
         bench_configs.load_grid(write(tmp_path, grid))
-    assert says in str(exc.value) and "\n" not in str(exc.value)
+    assert str(exc.value).startswith(f"--grid {tmp_path / 'grid.json'}: ") and says in str(exc.value)
+    assert "\n" not in str(exc.value)
 
 
 def test_bad_arguments_stop_at_the_arguments(tmp_path):
