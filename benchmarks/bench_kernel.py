@@ -449,6 +449,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_kernel.py needs a CUDA GPU (CUDA events, L2-cold timing); this machine has none. "
               "On the CPU: python3 eval.py (correctness) and python3 -m pytest", file=sys.stderr)
         return 2
+    unknown = [n for n in args.backends.split(",") if n and n not in current().BACKENDS]
+    if unknown:  # (the submission's registry: checked where the submission is imported, after the CUDA check)
+        print(f"bench_kernel.py: --backends {args.backends}: {', '.join(unknown)} not among the backends of "
+              f"{current_file()} ({', '.join(current().BACKENDS)})", file=sys.stderr)
+        return 2
     if not args.backends or "cuda" in args.backends.split(","):  # a kernel that does not build: one line, now
         problem = refusals.gpu_build_problem(current())
         if problem:

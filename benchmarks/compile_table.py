@@ -525,8 +525,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     cuda = hasattr(sub, "cuda_compile_variants")
-    if cuda and refusals.cuda_buildable(sub):  # the cuda part's first config for each arch, before the Triton
-        first = [(cfg, arch) for cfg, _, _ in sub.cuda_compile_variants()[:1] for arch in CUDA_ARCHS]  # workers
+    if cuda and refusals.cuda_buildable(sub):  # the cuda part's first config, each arch, before the Triton workers
+        first = [(cfg, arch) for cfg, _, _ in sub.cuda_compile_variants()[:1] for arch in CUDA_ARCHS]
         problem = refusals.first_build_problem(sub, first)
         if problem:
             print(f"error: --submission {args.submission}: {problem}", file=sys.stderr)

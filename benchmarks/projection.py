@@ -437,9 +437,14 @@ def main(argv: list[str] | None = None) -> int:
     gpus = inflight.default_gpus()
     for path in args.latency:
         try:
-            gpus = inflight.with_measured(gpus, json.loads(Path(path).read_text()))
+            record = json.loads(Path(path).read_text())
+            gpus = inflight.with_measured(gpus, record)
         except (OSError, ValueError) as exc:
             print(f"projection.py: {path}: {exc}", file=sys.stderr)
+            return 2
+        if inflight.gpu_label(str(record.get("device", ""))) not in ("H200", "B200"):  # H100: nothing reads it
+            print(f"projection.py: --latency {path}: a record of {record.get('device')}; the projection reads the "
+                  "H200's (its calibration) and the B200's", file=sys.stderr)
             return 2
     problem = harness.writable_file_problem(args.md or None, "--md", "b200-projection.md")
     if problem:

@@ -326,18 +326,31 @@ FLAGS = {
     "ab_calibration --repeats 0": (["--out", "{tmp}/c", "--repeats", "0"], "--repeats: counts must be at least 1"),
     "ab_calibration --shapes a file": (["--out", "{tmp}/c", "--shapes", "{tmp}/tests.txt"], "invalid choice"),
     "server_sweep --rounds 0": (["--grid", "gs", "--out", "{tmp}/s", "--rounds", "0"], "--rounds must be at least 1"),
+    "projection --latency of an H100": (["--latency", "{h100}"], "the projection reads the H200's (its calibration) "
+                                                               "and the B200's"),
 }
+# a benchmarks/latency.py record of an H100 (numbers made up: only the GPU it names matters here)
+H100_LATENCY = {"device": "NVIDIA H100 80GB HBM3", "sms": 132, "summary": {"knee_latency_ns": 600.0,
+                                                                            "best_read_bps": 3.0e12}}
 
 
 @pytest.mark.parametrize("case", list(FLAGS))
 def test_a_flag_that_does_nothing_or_a_value_it_cannot_take_is_refused_naming_it(tmp_path, capsys, case):
     argv, words = FLAGS[case]
-    grid = tmp_path / "grid.json"
+    grid, h100 = tmp_path / "grid.json", tmp_path / "h100.json"
     grid.write_text(json.dumps({"256x7168x1": [CONFIG]}))
+    h100.write_text(json.dumps(H100_LATENCY))
     before = sorted(tmp_path.iterdir())
-    line = refused(capsys, case.split()[0], [a.format(tmp=tmp_path, grid=grid) for a in argv])
+    line = refused(capsys, case.split()[0], [a.format(tmp=tmp_path, grid=grid, h100=h100) for a in argv])
     assert words in line, line
     assert sorted(tmp_path.iterdir()) == before, "nothing is written"
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_on_a_gpu_bench_kernel_refuses_a_backend_the_submission_lacks(capsys):
+    line = refused(capsys, "bench_kernel", ["--backends", "cuda,nonesuch", "--no-server"])
+    assert line.startswith("bench_kernel.py: --backends cuda,nonesuch: nonesuch not among the backends of "), line
 
 
 def test_bench_kernels_grid_and_probes_still_go_with_a_sweep_of_their_shapes(tmp_path):
