@@ -145,6 +145,7 @@ from harness import (
     HARNESS_DATES,
     MODES,
     SHAPE_SETS,
+    JudgedWorker,
     TestFileError,
     Worker,
     backend_picks,
@@ -426,9 +427,10 @@ def _human(args) -> int:
               "modes": {}}
     passed = True
     for mode in modes:
-        # A fresh worker per mode, as the server starts eval.py once per mode.
-        with Worker(str(submission), distribution, env_flag(ENV_CHECK_INPUTS, True), heartbeat,
-                    timeout=args.timeout, ignore_interrupt=True) as worker:
+        # A fresh worker per mode, as the server starts eval.py once per mode; judged: what the
+        # submission patches changes no time and no verdict (harness.JudgedWorker).
+        with JudgedWorker(str(submission), distribution, env_flag(ENV_CHECK_INPUTS, True), heartbeat,
+                          timeout=args.timeout, ignore_interrupt=True) as worker:
             if mode == modes[0]:  # the import, then the backend, once, before any case: one line each
                 problem = safe_call(worker, submission_import_problem)
                 if problem:  # an import's traceback (the submission's frames) went to stderr once

@@ -56,10 +56,12 @@ import base64
 import dataclasses
 import hashlib
 import importlib.util
+import io
 import json
 import math
 import multiprocessing
 import os
+import pickle
 import re
 import shlex
 import statistics
@@ -68,6 +70,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
@@ -979,8 +982,9 @@ def _check(data, output) -> tuple[bool, str]:
         return False, _describe(exc, "checking the output")
 
 
-def _run_test_case(args: dict) -> tuple[bool, str]:
-    """One correctness check: (passed, message)."""
+def _run_test_case(args: dict, seal: Seal | None = None) -> tuple[bool, str]:
+    """One correctness check: (passed, message). ``seal`` (a judged worker): the call is followed
+    by the seal's check, and its output must be exactly a torch.Tensor (``Seal.check``)."""
     custom_kernel, problem = _load_kernel()
     if problem:
         return False, problem
@@ -992,30 +996,35 @@ def _run_test_case(args: dict) -> tuple[bool, str]:
         return False, _describe(exc, f"generate_input({args})")
     try:
         output = custom_kernel(given)
-        _sync()
+        (_sync if seal is None else seal.sync)()
     except BaseException as exc:
         return False, _describe(exc, "custom_kernel")
-    changed = _inputs_changed(given, data)
+    changed = (seal.check("after custom_kernel", output) if seal is not None else "") or _inputs_changed(given, data)
     if changed:
         return False, changed
     return _check(data, output)
 
 
-def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float):
+def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float, seal: Seal | None = None):
     """One correctness check, then the timed loop (``time_calls``), in the worker. Returns the
     list of durations (ns) or a failure message (str)."""
     custom_kernel, problem = _load_kernel()
     if problem:
         return problem
-    return time_calls(custom_kernel, args, recheck, max_repeats, budget_ns, _generate)
+    return time_calls(custom_kernel, args, recheck, max_repeats, budget_ns, _generate, seal)
 
 
-def time_calls(custom_kernel, args: dict, recheck: bool, max_repeats: int, budget_ns: float, generate=None):
+def time_calls(custom_kernel, args: dict, recheck: bool, max_repeats: int, budget_ns: float, generate=None,
+               seal: Seal | None = None):
     """The server's timed loop on ``custom_kernel``: one checked call, then up to ``max_repeats``
     timed ones (synchronize, clear the L2, event, call, event, synchronize; ``recheck``: a fresh,
     checked input before each, as leaderboard mode; else the same input every time, as benchmark
     mode) until ``should_stop``. ``generate(args)`` makes a case's inputs (default the official
-    ones). Returns the durations (ns) or a failure message (str)."""
+    ones). ``seal`` (human mode, ab, the audit): each call is timed through the references the seal
+    took before the submission was imported (``Seal.timed``) and followed by its check (a patch or
+    a torch.Tensor subclass fails the case: ``Seal.check``); None (protocol mode): the server's own
+    loop, which looks torch.cuda.Event up when it times. Returns the durations (ns) or a failure
+    message (str)."""
     import torch
 
     from utils import clear_l2_cache
@@ -1029,8 +1038,9 @@ def time_calls(custom_kernel, args: dict, recheck: bool, max_repeats: int, budge
         pristine = _clone(data)
         given = _clone(data)
         output = custom_kernel(given)
-        _sync()
-        fault = _inputs_changed(given, pristine)
+        (_sync if seal is None else seal.sync)()
+        fault = (seal.check("after the checked call", output) if seal is not None else "") or _inputs_changed(
+            given, pristine)
         if fault:
             return fault
         good, message = _check(pristine, output)
@@ -1045,7 +1055,13 @@ def time_calls(custom_kernel, args: dict, recheck: bool, max_repeats: int, budge
                 data = generate(args)
                 pristine = _clone(data)
             _sync()
-            if cuda:
+            if seal is not None:
+                output, took = seal.timed(custom_kernel, data)
+                fault = seal.check("after a timed call", output, ops=recheck)  # the dispatcher: before a check
+                if fault:
+                    return fault
+                durations.append(took)
+            elif cuda:
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 clear_l2_cache()
@@ -1185,8 +1201,7 @@ class Worker:
         except BrokenProcessPool as exc:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-            raise WorkerDied("the worker process died while running the submission "
-                             "(a crash, os._exit or an out-of-memory kill)") from exc
+            raise WorkerDied(_WORKER_DIED) from exc
 
     def kill(self):
         """End the worker process now, whatever it is running (a later call starts a fresh one)."""
@@ -1213,6 +1228,390 @@ class Worker:
 
 class WorkerDied(RuntimeError):
     pass
+
+
+# =========================================================================== the judge's seal
+# What a submission cannot patch (human mode's worker, eval.py ab's workers, the audit): the judge
+# takes what it relies on before any user code runs, times and checks through those references
+# only, and after the import and after every call checks that nothing it relies on was replaced.
+# Protocol mode does none of this (Worker, no seal): it is the server's path, and is fooled as the
+# server is. What this does and cannot do: docs/eval.md, "What a submission cannot patch".
+
+# The kit's modules the judge runs (their whole namespaces, their classes and functions' code).
+SEALED_MODULES = ("harness", "reference", "utils", "task", "nvfp4", "quant")
+# Other namespaces whose callables and classes the judge's path reads (values that are not callable,
+# such as torch.cuda's lazy-initialisation flags, change legitimately and are not sealed).
+# torch.manual_seed is left out: torch._dynamo wraps it when it is first imported (a legitimate
+# torch.compile does that), and the judge's verdicts do not depend on it (the checks compare with
+# the reference on the same inputs).
+SEALED_CALLABLES = ("torch", "torch.cuda", "torch._C", "time", "builtins")
+SEAL_UNSEALED = ("torch.manual_seed",)
+SEALED_CLASSES = ("torch.Tensor", "torch.cuda.Event")
+# The aten operators the judge's own torch calls go through (the checker, the clones, the L2
+# clear): a kernel registered over one of them (torch.library) changes what the judge computes.
+SEALED_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::sub.Tensor", "aten::abs", "aten::mul.Tensor",
+              "aten::add.Tensor", "aten::gt.Tensor", "aten::le.Tensor", "aten::eq.Tensor", "aten::isnan",
+              "aten::isposinf", "aten::isneginf", "aten::bitwise_xor.Tensor", "aten::bitwise_or.Tensor",
+              "aten::sum", "aten::nonzero", "aten::equal", "aten::empty.memory_format", "aten::empty_like",
+              "aten::fill_.Scalar", "aten::randn", "aten::view", "aten::index.Tensor", "aten::matmul", "aten::mm")
+MAX_NAMED = 6  # patches named in one refusal line, at most
+
+
+class JudgeRefused(WorkerDied):
+    """A result the judge will not report: the submission changed what the judge relies on."""
+
+
+_MISSING = object()
+# The hooks that see or steer the judge's own calls, each as the phrase that names it once changed.
+_TRACE, _PROFILE = "a trace function was set (sys.settrace)", "a profile function was set (sys.setprofile)"
+_THREAD_TRACE = "a trace function was set for new threads (threading.settrace)"
+_THREAD_PROFILE = "a profile function was set for new threads (threading.setprofile)"
+_FUNCTION_MODE = "a torch function mode was entered (TorchFunctionMode: it sees every torch call the judge makes)"
+_DISPATCH_MODE = "a torch dispatch mode was entered (TorchDispatchMode: it computes every torch op the judge runs)"
+
+
+def _dotted(name: str):
+    """The object a dotted name of an imported module (and attributes) names."""
+    head, *rest = name.split(".")
+    obj = sys.modules[head]
+    for i, part in enumerate(rest, 1):
+        obj = sys.modules.get(".".join([head, *rest[:i]])) or getattr(obj, part)
+    return obj
+
+
+class Seal:
+    """What the judge relies on, taken before any user code runs: its namespaces' entries (the kit's
+    modules whole, ``SEALED_CALLABLES``' callables and classes, ``SEALED_CLASSES``' attributes), the
+    code of every function among them, the profile and trace hooks, the torch function and dispatch
+    mode stacks, the dispatcher's kernels of ``SEALED_OPS``, and the clocks the judge times with.
+    ``problems()`` names whatever was replaced since; ``restore()`` puts it back (the audit does, so
+    that its later checks and the process it runs in are the kit's again); ``timed``, ``sync`` and
+    ``copy`` time, wait and read an output through the references taken here only. ``extra``: more
+    modules to seal whole (the audit's own)."""
+
+    def __init__(self, extra: tuple = ()):
+        import builtins  # noqa: F401 - sealed by name below (SEALED_CALLABLES)
+        import threading
+        import time as time_module
+
+        import torch
+
+        import reference  # noqa: F401 - imported before the submission: sealed below
+        import utils  # noqa: F401
+        for name in ("quant", "nvfp4", "task"):
+            try:
+                __import__(name)
+            except ImportError:  # beside the server's own reference.py: what is there is sealed
+                pass
+        self._torch, self._threading = torch, threading
+        self._values, self._closed, self._codes, self._restore = [], [], [], []
+        for name in (*SEALED_MODULES, *extra):
+            module = sys.modules.get(name)
+            if module is not None:
+                self._take(name, vars(module), every=True, closed=True)
+        for name in SEALED_CALLABLES:
+            self._take(name, vars(_dotted(name)), every=False, closed=False)
+        for name in SEALED_CLASSES:
+            self._take(name, _dotted(name).__dict__, every=True, closed=True)
+        self._modules = [(name, sys.modules[name]) for name in (*SEALED_MODULES, *extra, "torch", "time")
+                         if name in sys.modules]
+        self._hooks = self._hook_state()
+        self._ops = {op: self._op_dump(op) for op in SEALED_OPS}
+        self.count = len(self._values)
+        # The clocks and the output's reader, taken now: C functions, which no assignment reaches.
+        self._cuda = torch.cuda.is_available()
+        self._perf, self._type, self._tensor = time_module.perf_counter_ns, type, torch.Tensor
+        self._clone, self._detach = torch._C.TensorBase.clone, torch._C.TensorBase.detach
+        if self._cuda:
+            C = torch._C
+            self._event, self._stream_cls = C._CudaEventBase, C._CudaStreamBase
+            self._record, self._elapsed = C._CudaEventBase.record, C._CudaEventBase.elapsed_time
+            self._cuda_sync, self._device = C._cuda_synchronize, C._cuda_getDevice
+            self._current = C._cuda_getCurrentStream
+            self._randn, self._float32 = torch.randn, torch.float32
+        self.tainted: list[str] = []  # what a check found; a judged worker refuses from then on
+
+    def _take(self, label: str, namespace, every: bool, closed: bool) -> None:
+        """Seal ``namespace``'s entries (``every``: all; else the callables and classes);
+        ``closed``: a name added later is a patch too (it can shadow a builtin or an inherited
+        method)."""
+        for key, value in list(namespace.items()):
+            sealed = every or callable(value) or isinstance(value, types.ModuleType)
+            if not sealed or f"{label}.{key}" in SEAL_UNSEALED:
+                continue
+            self._values.append((namespace, key, value, f"{label}.{key}"))
+            for fn in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
+                code = getattr(fn, "__code__", None) if isinstance(fn, types.FunctionType) else None
+                if code is not None:
+                    self._codes.append((fn, code, fn.__defaults__, fn.__kwdefaults__, f"{label}.{key}"))
+            if every and isinstance(value, type) and value.__module__ == namespace.get("__name__"):
+                self._take(f"{label}.{key}", value.__dict__, every=True, closed=True)  # the module's own classes
+        if closed:
+            self._closed.append((namespace, frozenset(namespace.keys()), label))
+
+    def _hook_state(self) -> tuple:
+        """(name, value) of every hook that sees or steers the judge's own calls."""
+        torch, threading = self._torch, self._threading
+        state = [(_TRACE, sys.gettrace()), (_PROFILE, sys.getprofile()),
+                 (_THREAD_TRACE, getattr(threading, "_trace_hook", None)),
+                 (_THREAD_PROFILE, getattr(threading, "_profile_hook", None)),
+                 (_FUNCTION_MODE, torch._C._len_torch_function_stack()),
+                 (_DISPATCH_MODE, torch._C._len_torch_dispatch_stack())]
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is not None:  # Python 3.12+
+            state += [(f"a sys.monitoring tool was registered (id {i})", monitoring.get_tool(i)) for i in range(6)]
+        frames = getattr(getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "get_eval_frame_callback",
+                         None)
+        if frames is not None:
+            state.append(("a frame evaluation callback was set (PEP 523)", frames()))
+        return tuple(state)
+
+    def _op_dump(self, op: str) -> str:
+        try:
+            return self._torch._C._dispatch_dump(op)
+        except RuntimeError:  # not an operator of this torch
+            return ""
+
+    def problems(self, ops: bool = True) -> list[str]:
+        """What was replaced since the seal, one short phrase each; ``ops``: the dispatcher too."""
+        found = [f"{label} was replaced" if d.get(key, _MISSING) is not _MISSING else f"{label} was deleted"
+                 for d, key, value, label in self._values if d.get(key, _MISSING) is not value]
+        found += [f"{label}'s code was replaced" for fn, code, defaults, kwdefaults, label in self._codes
+                  if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults]
+        for d, keys, label in self._closed:
+            if d.keys() != keys:
+                found += [f"{label}.{key} was added" for key in sorted(set(d) - keys, key=str)]
+        found += [f"sys.modules[{name!r}] was replaced" for name, module in self._modules
+                  if sys.modules.get(name) is not module]
+        found += [name for (name, was), (_, now) in zip(self._hooks, self._hook_state(), strict=True)
+                  if now is not was and now != was]
+        if ops:
+            found += [f"a kernel of {op} was registered over the one the judge uses (torch.library)"
+                      for op, dump in self._ops.items() if self._op_dump(op) != dump]
+        return found
+
+    def refusal(self, found: list[str], when: str) -> str:
+        """The one line that refuses a result, naming what was found (``MAX_NAMED`` at most)."""
+        named = "; ".join(found[:MAX_NAMED]) + (f"; and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED
+                                                 else "")
+        return (f"the submission changed what the judge relies on ({when}): {named}; no time or verdict of this "
+                "process is reported")
+
+    def check(self, when: str, output=_MISSING, ops: bool = True) -> str:
+        """'' when nothing was replaced (and ``output``, where given, is exactly a torch.Tensor or
+        no tensor at all), else the refusal (``refusal``) or the output's problem; a patch found
+        taints the seal for good."""
+        found = self.tainted or self.problems(ops)
+        if found:
+            self.tainted = found
+            return self.refusal(found, when)
+        return "" if output is _MISSING else self.output_problem(output)
+
+    def output_problem(self, output) -> str:
+        """'' unless ``output`` is an instance of a torch.Tensor subclass: the output must be
+        exactly torch.Tensor, whose values nothing of the submission's computes when it is read."""
+        kind = self._type(output)
+        if kind is self._tensor or not any(c is self._tensor for c in kind.__mro__):
+            return ""
+        return (f"custom_kernel returned a {kind.__module__}.{kind.__qualname__}, a subclass of torch.Tensor: the "
+                "output must be exactly torch.Tensor (a subclass, a lazy output say, can compute or change its values "
+                "when the checker reads them, after the timed window)")
+
+    def copy(self, output):
+        """A copy of ``output`` read through its storage by the torch taken at the seal, without any
+        dispatch the submission controls (exactly a torch.Tensor, no torch mode active); None when
+        that cannot be had (then ``check`` says why)."""
+        torch = self._torch
+        if self._type(output) is not self._tensor or torch._C._len_torch_function_stack() \
+                or torch._C._len_torch_dispatch_stack():
+            return None
+        return self._clone(self._detach(output))
+
+    def sync(self) -> None:
+        """torch.cuda.synchronize() through the C function taken at the seal (nothing without CUDA)."""
+        if self._cuda:
+            self._cuda_sync()
+
+    def _current_queue(self):
+        """The current CUDA queue of the current device, as torch.cuda.current_stream() builds it."""
+        sid, index, kind = self._current(self._device())
+        return self._stream_cls(stream_id=sid, device_index=index, device_type=kind)
+
+    def timed(self, kernel, data):
+        """(output, ns): one call timed as the server's loop times it -- the L2 cleared (a fresh 4 GiB
+        ``randn``, utils.clear_l2_cache), an event recorded on the current queue before and after
+        the call, the device synchronised, the events' elapsed time -- through the references taken
+        at the seal; without CUDA, the host clock around the call."""
+        if not self._cuda:
+            t0 = self._perf()
+            output = kernel(data)
+            return output, float(self._perf() - t0)
+        start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+        dummy = self._randn((1 << 32) // 4, dtype=self._float32, device="cuda")
+        del dummy
+        self._record(start, self._current_queue())
+        output = kernel(data)
+        self._record(end, self._current_queue())
+        self._cuda_sync()
+        return output, self._elapsed(start, end) * 1e6  # ms -> ns
+
+    def restore(self) -> None:
+        """Put back whatever was replaced since the seal (names, code, hooks; torch modes popped);
+        kernels registered over the dispatcher's are not removed (``problems`` still names them)."""
+        torch, threading = self._torch, self._threading
+        for d, key, value, label in self._values:
+            if d.get(key, _MISSING) is not value:
+                owner = _dotted(label.rsplit(".", 1)[0]) if isinstance(d, types.MappingProxyType) else None
+                if owner is not None:
+                    setattr(owner, key, value)
+                else:
+                    d[key] = value
+        for fn, code, defaults, kwdefaults, _ in self._codes:
+            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
+        for d, keys, label in self._closed:
+            for key in set(d) - keys:
+                if isinstance(d, types.MappingProxyType):
+                    delattr(_dotted(label), key)
+                else:
+                    del d[key]
+        for name, module in self._modules:
+            sys.modules[name] = module
+        hooks = dict(self._hooks)
+        sys.settrace(hooks[_TRACE])
+        sys.setprofile(hooks[_PROFILE])
+        threading._trace_hook, threading._profile_hook = hooks[_THREAD_TRACE], hooks[_THREAD_PROFILE]
+        while torch._C._len_torch_function_stack() > hooks[_FUNCTION_MODE]:
+            torch._C._pop_torch_function_stack()
+        while torch._C._len_torch_dispatch_stack() > hooks[_DISPATCH_MODE]:
+            torch._C._pop_torch_dispatch_stack()
+        self.tainted = []
+
+
+# The worker-side entry points a judged worker runs, by name; those that call the submission and
+# time or check it take the seal.
+_JUDGED_ENTRIES = ("getpid", "submission_import_problem", "_backend_here", "submission_kernel_revision",
+                   "backend_picks", "_run_test_case", "run_benchmark_case", "_run_profile_case")
+_SEALED_ENTRIES = ("_run_test_case", "run_benchmark_case")
+_WORKER_DIED = "the worker process died while running the submission (a crash, os._exit or an out-of-memory kill)"
+
+
+def _judged_loop(conn, initargs: tuple) -> None:
+    """The judged worker process: its settings (``_worker_init``), the seal, then requests until
+    the parent closes the pipe. Everything it uses after the seal was taken before any user code
+    ran: the entry points by name in a table of its own (a replaced ``harness.run_benchmark_case``
+    is not what runs), raw reads and writes of the pipe's descriptor, the C pickler, and this
+    frame's own code, which nothing changes once it runs. The submission is imported before the
+    first request that needs it and checked right after; every request's result is checked
+    before it leaves; a patch found refuses this and every later result."""
+    _worker_init(*initargs)
+    seal = Seal()
+    read, write, loads, dumps, pid = os.read, os.write, pickle.loads, pickle.dumps, os.getpid
+    entries = {fn.__name__: fn for fn in (submission_import_problem, _backend_here, submission_kernel_revision,
+                                          backend_picks, _run_test_case, run_benchmark_case, _run_profile_case)}
+    fd, imported = conn.fileno(), False
+    while True:
+        head = b""
+        while len(head) < 4:
+            chunk = read(fd, 4 - len(head))
+            if not chunk:
+                return  # the parent closed the pipe
+            head += chunk
+        size, body = int.from_bytes(head, "big", signed=True), b""
+        while len(body) < size:
+            body += read(fd, size - len(body))
+        name, args = loads(body)
+        reply = ("ok", pid())
+        if name != "getpid":
+            if not imported:
+                imported = True
+                try:  # the first user code; its failure is the entries' to report
+                    _submission()
+                except BaseException:  # noqa: BLE001
+                    pass
+            problem = seal.check("after importing the submission" if name == "submission_import_problem" else
+                                 f"before {name}")
+            if problem:
+                reply = ("refused", problem)
+            else:
+                try:
+                    value = entries[name](*args, seal=seal) if name in _SEALED_ENTRIES else entries[name](*args)
+                    problem = seal.check(f"after {name}")
+                    reply = ("refused", problem) if problem else ("ok", value)
+                except BaseException as exc:  # noqa: BLE001 - the harness's own failure, in one line
+                    reply = ("error", one_line(f"{type(exc).__name__}: {exc}"))
+        data = dumps(reply, 4)
+        message = len(data).to_bytes(4, "big", signed=True) + data
+        while message:
+            message = message[write(fd, message):]
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """What comes back from a judged worker is plain values; anything else is refused unread (a
+    submission that writes to the pipe gets no code run in the parent)."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"the judged worker sent {module}.{name}; only plain values come back")
+
+
+class _Reply:
+    """The pending reply of a judged worker, waited on as ``Worker._wait`` waits on a future."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def result(self, timeout=None):
+        if not self._conn.poll(timeout):
+            raise FutureTimeout()
+        return _PlainUnpickler(io.BytesIO(self._conn.recv_bytes())).load()
+
+
+class JudgedWorker(Worker):
+    """``Worker`` for human mode and ``eval.py ab``: the same calls, heartbeat, timeout and Ctrl-C
+    handling, but in a process of its own that seals the judge before the submission is imported
+    (``_judged_loop``); a result it refuses raises ``JudgeRefused`` (a ``WorkerDied``: the case
+    fails with the line naming the patch). ``fn`` is one of the worker's entry points
+    (``_JUDGED_ENTRIES``), named, not sent."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._proc = self._conn = None
+
+    def call(self, fn, *args):
+        name = getattr(fn, "__name__", "")
+        if name not in _JUDGED_ENTRIES:
+            raise ValueError(f"{name or fn!r} is not an entry point of the judged worker "
+                             f"({', '.join(_JUDGED_ENTRIES)})")
+        if self._proc is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._conn, child = ctx.Pipe()
+            self._proc = ctx.Process(target=_judged_loop, args=(child, self._initargs))
+            self._proc.start()
+            child.close()
+        try:
+            self._conn.send_bytes(pickle.dumps((name, args), 4))
+            status, value = self._wait(_Reply(self._conn))
+        except (EOFError, OSError, pickle.UnpicklingError, ValueError) as exc:
+            self.kill()
+            raise WorkerDied(_WORKER_DIED) from exc
+        if status == "refused":
+            raise JudgeRefused(value)
+        if status == "error":
+            raise RuntimeError(value)
+        return value
+
+    def kill(self):
+        if self._proc is not None:
+            self._proc.kill()
+            self.close()
+
+    def close(self):
+        if self._proc is not None:
+            self._conn.close()
+            self._proc.join(timeout=30)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join()
+            self._proc = self._conn = None
 
 
 @dataclasses.dataclass
