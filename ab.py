@@ -623,10 +623,11 @@ def _run(args, cases: dict, states: list | None = None) -> int:
 
 
 def _new_workers(files: list[dict], args) -> dict:
-    """{label: a fresh harness.Worker (its own process) for that file}."""
-    return {f["label"]: harness.Worker(f["path"], "official", harness.env_flag(harness.ENV_CHECK_INPUTS, True),
-                                  lambda s: _progress(f"    ... still running ({s:.0f} s)"),
-                                  timeout=args.timeout, ignore_interrupt=True) for f in files}
+    """{label: a fresh harness.JudgedWorker (its own process, the judge sealed before the file is
+    imported: a patch of the timers or the checker is refused, not timed) for that file}."""
+    return {f["label"]: harness.JudgedWorker(f["path"], "official", harness.env_flag(harness.ENV_CHECK_INPUTS, True),
+                                        lambda s: _progress(f"    ... still running ({s:.0f} s)"),
+                                        timeout=args.timeout, ignore_interrupt=True) for f in files}
 
 
 def _cuda_available() -> bool:

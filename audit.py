@@ -80,6 +80,8 @@ TOLERANCE_SEED = 1111
 DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
 SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
 PRECHECK = "pre-check (KernelGuard)"
+DEFERRED = ("; the same tensor held the right answer once the next call had run: this call's work was deferred to a "
+            "later call (calls batched or deferred)")
 # Timed calls per shape in the impossible-time check, at most: half the server's benchmark loop
 # (harness.BENCH_CASE, 200), whose stopping rule may end it sooner; enough for a stable median.
 TIMED_REPEATS = 100
@@ -102,6 +104,10 @@ class Call:
     at_return: object = None  # a copy of it taken right after the call returned
     returned_c: bool = False  # the output is the c it was given
     error: str = ""
+    output: object = None  # the tensor returned (exactly a torch.Tensor), read again after the next call
+    later: object = None  # a copy of that tensor after the next call returned and settled
+    written: tuple = ()  # the inputs whose bytes the call changed
+    shared: tuple = ()  # the inputs whose memory the output shares
 
 
 # --------------------------------------------------------------------------- helpers
@@ -156,22 +162,35 @@ def _first_difference(x, y) -> str:
     return f"c[{', '.join(map(str, i))}] was {float(x[i])!r} at return and {float(y[i])!r} later"
 
 
-def _copy(out):
-    import torch
-    return out.detach().clone() if isinstance(out, torch.Tensor) else out
+def _storage_span(t) -> tuple[int, int]:
+    """[first byte, last byte + 1) of the memory a tensor's storage holds."""
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def _overlap(x, y) -> bool:
+    (a, b), (c, d) = _storage_span(x), _storage_span(y)
+    return a < d and c < b
 
 
 class _Runner:
     """Calls the submission as the harness does (inputs ready and the device idle first, c
-    poisoned) and keeps, of each call, the output as it was on return and once settled."""
+    poisoned) and keeps, of each call, the output as it was on return and once settled, read
+    through the seal (``harness.Seal.copy``: exactly a torch.Tensor, no dispatch of the
+    submission's); a patch of what the judge relies on fails the call and is put back
+    (``harness.Seal.check_and_restore``); which inputs the call wrote and which the output shares
+    memory with; and, after each call, the previous call's output read again (work deferred to a
+    later call shows there)."""
 
-    def __init__(self, kernel, device):
-        self.kernel, self.device, self.calls = kernel, device, []
+    def __init__(self, kernel, device, seal):
+        self.kernel, self.device, self.seal, self.calls = kernel, device, seal, []
 
     def __call__(self, label: str, data) -> Call:
+        import torch
         call = Call(label)
         self.calls.append(call)
         data[6].fill_(float("nan"))
+        inputs = [t.view(torch.uint8).clone() for t in data[:6]]
         _sync(self.device)
         before = set(threading.enumerate())
         try:
@@ -181,12 +200,21 @@ class _Runner:
             return call
         # At once: on the GPU this copy is queued behind the call's work on the current queue,
         # with no synchronisation first; on the CPU it is taken now.
-        call.at_return = _copy(out)
+        call.at_return = self.seal.copy(out)
+        call.error = self.seal.check_and_restore(f"during the call '{label}'", out)
         _sync(self.device)
         for t in set(threading.enumerate()) - before:
             t.join(timeout=SETTLE_S)
         _sync(self.device)
-        call.out, call.returned_c = _copy(out), out is data[6]
+        if len(self.calls) > 1 and self.calls[-2].output is not None:
+            self.calls[-2].later = self.seal.copy(self.calls[-2].output)
+        call.written = tuple(name for name, t, b in zip(harness.INPUT_NAMES, data[:6], inputs, strict=True)
+                             if not torch.equal(t.view(torch.uint8), b))
+        if call.error:
+            return call
+        call.out, call.returned_c, call.output = self.seal.copy(out), out is data[6], out
+        if isinstance(out, torch.Tensor):
+            call.shared = tuple(name for name, t in zip(harness.INPUT_NAMES, data[:6], strict=True) if _overlap(out, t))
         return call
 
 
@@ -234,16 +262,22 @@ def _write_in_place(data, src, what: str) -> None:
 
 # --------------------------------------------------------------------------- the checks
 
-def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
-    """Every per-shape check on one (m, k, l)."""
+def shape_checks(kernel, m: int, k: int, l: int, device, seal=None) -> list[Check]:
+    """Every per-shape check on one (m, k, l); ``seal``: the judge's (``harness.Seal``; default a
+    fresh one, taken now)."""
     tag = f" [{m}x{k}x{l}]"
-    run = _Runner(kernel, device)
+    run = _Runner(kernel, device, seal or harness.Seal(extra=("audit",)))
     data = _inputs(m, k, l, SEED, device)
     out = []
+    judged = []  # (index in out, call, expected) of each correctness check: the deferral pass below
+
+    def judge(name: str, call: Call, expected, passed: str, failed: str) -> None:
+        judged.append((len(out), call, expected))
+        out.append(_correct(name, call, expected, passed, failed))
 
     expected = _expected(data)
     first = run("first call", data)
-    out.append(_correct("first call" + tag, first, expected, "the right answer", "wrong answer"))
+    judge("first call" + tag, first, expected, "the right answer", "wrong answer")
     first_out = first.out
     # A guess at the cause of a later wrong answer only where the first call was right: a kernel
     # wrong from its first call is wrong, not caching.
@@ -253,9 +287,9 @@ def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
         return f" ({text})" if first_right else ""
 
     again = run("same inputs again", data)
-    out.append(_correct("same inputs again, c poisoned" + tag, again, expected,
-                        "the right answer with c poisoned (NaN) before the call",
-                        "wrong answer on the same inputs with c poisoned" + hint("output read from c?")))
+    judge("same inputs again, c poisoned" + tag, again, expected, "the right answer with c poisoned (NaN) before the "
+          "call", "wrong answer on the same inputs with c poisoned"
+          + hint("a stale output: c or a buffer kept from an earlier call returned as it was?"))
     if out[-1].status == "FAIL" or out[-2].status == "FAIL" or not _same_shape(first_out, again.out):
         out.append(Check("INFO", "deterministic" + tag, "not compared: a call failed"))
     elif _same_bits(first_out, again.out):
@@ -275,20 +309,23 @@ def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
             out.append(Check("INFO", name, "the new values left the answer unchanged; nothing checked"))
             continue
         call = run(name, data)
-        out.append(_correct(name, call, expected, "the right answer after new values were written into the same "
-                            "tensors", "the same tensors with new values gave a wrong answer"
-                            + hint("a result cached by object, pointer or a sample of the values?")))
+        judge(name, call, expected, "the right answer after new values were written into the same tensors",
+              "the same tensors with new values gave a wrong answer"
+              + hint("a result cached by object, pointer or a sample of the values?"))
 
     fresh = tuple(t.clone() for t in data)
     call = run("fresh tensors", fresh)
     name = "fresh tensors, earlier values" + tag
-    check = _correct(name, call, expected, "", "wrong answer")
-    if check.status == "PASS":
+    judge(name, call, expected, "", "wrong answer")
+    if out[-1].status == "PASS":
         given = "its c" if call.returned_c else "another tensor"
-        check = Check("INFO", name, f"the right answer (returned {given}); recomputed or served from a value-keyed "
-                      "cache, both fine")
-    out.append(check)
+        out[-1] = Check("INFO", name, f"the right answer (returned {given}); recomputed or served from a value-keyed "
+                        "cache, both fine")
+    for index, call, expected in judged:  # wrong on return, right once a later call ran: deferred work
+        if out[index].status == "FAIL" and call.later is not None and not _wrong(call.later, expected):
+            out[index] = dataclasses.replace(out[index], reason=out[index].reason + DEFERRED)
 
+    out += _output_checks(run.calls, tag)
     name = "output complete on return" + tag
     late = [c for c in run.calls if not c.error and not _same_bits(c.at_return, c.out)]
     if late:
@@ -299,6 +336,44 @@ def shape_checks(kernel, m: int, k: int, l: int, device) -> list[Check]:
         out.append(Check("PASS", name, f"all {len(run.calls)} outputs were complete when custom_kernel returned "
                          "(copied on the same device queue, no extra synchronisation)"))
     return out
+
+
+def _output_checks(calls: list[Call], tag: str) -> list[Check]:
+    """Of a shape's calls: every output exactly a torch.Tensor (a subclass, a lazy output say, is
+    named); the inputs unwritten and apart from the output (an input copied or returned as the
+    output, an answer kept in the inputs' spare rows, an input used as scratch)."""
+    name = "plain torch.Tensor output" + tag
+    kinds = [c for c in calls if "a subclass of torch.Tensor" in c.error]
+    out = [Check("FAIL", name, f"{kinds[0].label}: {kinds[0].error}") if kinds else
+           Check("PASS", name, f"every output was exactly a torch.Tensor, read through its storage without any "
+                               f"dispatch of the submission's ({len(calls)} calls)")]
+    name = "inputs untouched, output apart" + tag
+    written = [c for c in calls if c.written]
+    shared = [c for c in calls if c.shared]
+    if written or shared:
+        why = ([f"{written[0].label}: custom_kernel wrote into its input(s) {', '.join(written[0].written)} (only c "
+                "may be written: an input used as scratch, or an answer kept in an input for a later call)"]
+               if written else [])
+        why += ([f"{shared[0].label}: the output shares memory with input(s) {', '.join(shared[0].shared)} (an input "
+                 "returned or copied as the output)"] if shared else [])
+        out.append(Check("FAIL", name, "; ".join(why)))
+    else:
+        out.append(Check("PASS", name, f"no call wrote into a, b, sfa, sfb or the permuted scales, and no output "
+                                       f"shares memory with them ({len(calls)} calls)"))
+    return out
+
+
+def judge_check(seal) -> Check:
+    """Whether anything the judge relies on was replaced during the audit (``harness.Seal``:
+    after the import and after every call); each finding was put back before the audit went on."""
+    name = "judge untouched"
+    if seal.history:
+        return Check("FAIL", name, "the submission changed what the judge relies on (put back before the audit "
+                                   "went on, so the other checks judged it as it is): " + " | ".join(seal.history))
+    return Check("PASS", name, f"nothing the judge relies on was replaced after the import or by any call: "
+                               f"{seal.count} names of torch, time, builtins and the kit's modules, their functions' "
+                               f"code, trace and profile hooks, torch modes, the dispatcher's kernels of "
+                               f"{len(harness.SEALED_OPS)} operators")
 
 
 def tolerance_used(out, expected) -> tuple[float, tuple]:
@@ -325,13 +400,14 @@ def _case_inputs(m: int, k: int, l: int, seed: int, dist: str, device):
     return data if dist == "official" else quant.fill(data, dist)
 
 
-def tolerance_checks(kernel, shapes, device) -> list[Check]:
+def tolerance_checks(kernel, shapes, device, seal=None) -> list[Check]:
     """Per input distribution (the server's first), the share of the checker's tolerance the
     submission uses at most over ``shapes`` ((m, k, l, seed), or (m, k, l) with the official
     cases' seed ``TOLERANCE_SEED``): the margin before the server sees it. The inputs are those
     ``eval.py --distribution D`` draws for the same cases (``harness.generate_case``), so a share
     over 1 is a case eval.py fails. A share over 1 fails on the server's own data; on the others
-    it is reported (the server never draws them)."""
+    it is reported (the server never draws them). ``seal`` (``harness.Seal``): each call is
+    followed by its check (a patch or a torch.Tensor subclass fails the distribution)."""
     import quant
     cases = [tuple(s) if len(s) == 4 else (*s, TOLERANCE_SEED) for s in shapes]
     seeds = sorted({c[3] for c in cases})
@@ -347,6 +423,10 @@ def tolerance_checks(kernel, shapes, device) -> list[Check]:
             except Exception as exc:  # noqa: BLE001 - reported as a failed check
                 why = harness.one_line(f"{m}x{k}x{l}: custom_kernel raised {type(exc).__name__}: {exc}")
                 out.append(Check("FAIL", f"tolerance used, {dist}", why))
+                break
+            judged = seal.check_and_restore(f"tolerance used, {dist}, {m}x{k}x{l}", got) if seal else ""
+            if judged:
+                out.append(Check("FAIL", f"tolerance used, {dist}", f"{m}x{k}x{l}: {judged}"))
                 break
             if not _same_shape(got, expected):
                 out.append(Check("FAIL", f"tolerance used, {dist}", f"{m}x{k}x{l}: {_wrong(got, expected)}"))
@@ -389,7 +469,7 @@ def precheck_check(path: Path) -> Check:
     return Check("FAIL" if found.rejected else "INFO", PRECHECK, found.summary())
 
 
-def timing_checks(kernel, cases, device_name: str) -> list[Check]:
+def timing_checks(kernel, cases, device_name: str, seal=None) -> list[Check]:
     """Per case (m, k, l, seed), the server's benchmark loop on the GPU (``harness.time_calls``:
     one checked call, then up to ``TIMED_REPEATS`` calls on the same input, the L2 cleared before
     each): FAIL when the mean or the median lies below the shape's bytes at this GPU's peak memory
@@ -403,7 +483,9 @@ def timing_checks(kernel, cases, device_name: str) -> list[Check]:
     for m, k, l, seed in cases:
         name = f"impossible time [{m}x{k}x{l}]"
         got = harness.time_calls(kernel, {"m": m, "k": k, "l": l, "seed": seed}, False, TIMED_REPEATS,
-                                 harness.BENCH_CASE[1])
+                                 harness.BENCH_CASE[1], None, *([seal] if seal else []))
+        if seal and seal.tainted:  # refused (got says what was found): the judge put back for what follows
+            seal.restore()
         if isinstance(got, str):
             out.append(Check("FAIL", name, f"the timed loop failed: {harness.one_line(got)}"))
             continue
@@ -422,7 +504,6 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None, tim
     else CPU_SHAPES; ``tolerance_shapes``: default the official test shapes, () for none;
     ``timing_cases``: (m, k, l, seed) for the impossible-time check, default the official
     benchmark cases on a GPU, none on the CPU); ``report(check)`` is called as each one is done."""
-    import torch
     path = Path(path)
     report = report or (lambda check: None)
     done = []
@@ -433,26 +514,41 @@ def audit(path: Path | str, shapes=None, report=None, tolerance_shapes=None, tim
 
     for check in static_checks(path):
         add(check)
+    seal = harness.Seal(extra=("audit",))  # before any of the file's code runs
     try:
-        module = harness.load_submission(path, keep=False)
-        kernel = module.custom_kernel
-    except Exception as exc:  # noqa: BLE001 - reported as a failed check
-        add(Check("FAIL", "import", harness.one_line(f"importing the submission raised {type(exc).__name__}: {exc}")))
-        return done
+        try:
+            module = harness.load_submission(path, keep=False)
+            kernel = module.custom_kernel
+        except Exception as exc:  # noqa: BLE001 - reported as a failed check
+            add(Check("FAIL", "import", harness.one_line(f"importing the submission raised {type(exc).__name__}: "
+                                                         f"{exc}")))
+            return done
+        seal.check_and_restore("importing the file")
+        _judged_checks(kernel, seal, add, shapes, tolerance_shapes, timing_cases)
+    finally:
+        seal.restore()  # whatever the file replaced: the process is the kit's again
+    return done
+
+
+def _judged_checks(kernel, seal, add, shapes, tolerance_shapes, timing_cases) -> None:
+    """The checks that call the submission, each call followed by the seal's check; then whether
+    anything the judge relies on was replaced (``judge_check``)."""
+    import torch
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     for m, k, l in shapes or (GPU_SHAPES if cuda else CPU_SHAPES):
-        for check in shape_checks(kernel, m, k, l, device):
+        for check in shape_checks(kernel, m, k, l, device, seal):
             add(check)
     if timing_cases is None:
         timing_cases = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("benchmarks")] if cuda else []
-    for check in timing_checks(kernel, timing_cases, torch.cuda.get_device_name()) if timing_cases and cuda else []:
+    for check in timing_checks(kernel, timing_cases, torch.cuda.get_device_name(), seal) if timing_cases and cuda \
+            else []:
         add(check)
     if tolerance_shapes is None:  # the official test cases, with their seeds: what eval.py's test mode runs
         tolerance_shapes = [(c["m"], c["k"], c["l"], c["seed"]) for c in harness.shape_set("tests")]
-    for check in tolerance_checks(kernel, tolerance_shapes, device) if tolerance_shapes else []:
+    for check in tolerance_checks(kernel, tolerance_shapes, device, seal) if tolerance_shapes else []:
         add(check)
-    return done
+    add(judge_check(seal))
 
 
 def main(argv: list[str]) -> int:

@@ -1255,6 +1255,25 @@ SEALED_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::sub.Tensor"
               "aten::sum", "aten::nonzero", "aten::equal", "aten::empty.memory_format", "aten::empty_like",
               "aten::fill_.Scalar", "aten::randn", "aten::view", "aten::index.Tensor", "aten::matmul", "aten::mm")
 MAX_NAMED = 6  # patches named in one refusal line, at most
+# What a replaced name is to the judge, said beside it (the pattern the patch belongs to).
+_TIMERS = ("time.perf_counter_ns", "time.perf_counter", "time.monotonic", "time.monotonic_ns", "time.time",
+           "time.time_ns", "torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.current_stream",
+           "utils.clear_l2_cache", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.record",
+           "torch.cuda.Event.synchronize", "torch._C._cuda_synchronize", "torch._C._CudaEventBase")
+_CHECKERS = ("reference.check_implementation", "reference.ref_kernel", "utils.verbose_allclose",
+             "utils.match_reference", "utils.make_match_reference")
+
+
+def _role(label: str) -> str:
+    """" (a patched timer)" and the like: the pattern a replaced name belongs to."""
+    name = label.removesuffix("'s code")
+    if name in _TIMERS:
+        return " (a patched timer)"
+    if name in _CHECKERS:
+        return " (a patched checker)"
+    if name.startswith(("harness.", "audit.")):
+        return " (the kit's judge patched)"
+    return ""
 
 
 class JudgeRefused(WorkerDied):
@@ -1330,6 +1349,7 @@ class Seal:
             self._current = C._cuda_getCurrentStream
             self._randn, self._float32 = torch.randn, torch.float32
         self.tainted: list[str] = []  # what a check found; a judged worker refuses from then on
+        self.history: list[str] = []  # every finding, "when: what" (the audit's "judge untouched" check)
 
     def _take(self, label: str, namespace, every: bool, closed: bool) -> None:
         """Seal ``namespace``'s entries (``every``: all; else the callables and classes);
@@ -1374,9 +1394,9 @@ class Seal:
 
     def problems(self, ops: bool = True) -> list[str]:
         """What was replaced since the seal, one short phrase each; ``ops``: the dispatcher too."""
-        found = [f"{label} was replaced" if d.get(key, _MISSING) is not _MISSING else f"{label} was deleted"
+        found = [f"{label} was {'deleted' if d.get(key, _MISSING) is _MISSING else 'replaced'}{_role(label)}"
                  for d, key, value, label in self._values if d.get(key, _MISSING) is not value]
-        found += [f"{label}'s code was replaced" for fn, code, defaults, kwdefaults, label in self._codes
+        found += [f"{label}'s code was replaced{_role(label)}" for fn, code, defaults, kwdefaults, label in self._codes
                   if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults]
         for d, keys, label in self._closed:
             if d.keys() != keys:
@@ -1403,9 +1423,19 @@ class Seal:
         taints the seal for good."""
         found = self.tainted or self.problems(ops)
         if found:
+            if not self.tainted:
+                self.history.append(f"{when}: {'; '.join(found)}")
             self.tainted = found
             return self.refusal(found, when)
         return "" if output is _MISSING else self.output_problem(output)
+
+    def check_and_restore(self, when: str, output=_MISSING) -> str:
+        """``check``, then, where a patch was found, ``restore``: the caller (the audit) goes on
+        with the judge as it was, the finding kept in ``history``."""
+        problem = self.check(when, output)
+        if self.tainted:
+            self.restore()
+        return problem
 
     def output_problem(self, output) -> str:
         """'' unless ``output`` is an instance of a torch.Tensor subclass: the output must be
