@@ -80,6 +80,7 @@ TOLERANCE_SEED = 1111
 DISTRIBUTION = "full-range"  # every e2m1 code and a wide range of scales: a changed input changes c
 SETTLE_S = 10.0  # how long a thread the call started may run on after it returned
 PRECHECK = "pre-check (KernelGuard)"
+PRECHECK_NEWEST = "pre-check (KernelGuard, newest)"
 DEFERRED = ("; the same tensor held the right answer once the next call had run: this call's work was deferred to a "
             "later call (calls batched or deferred)")
 # Timed calls per shape in the impossible-time check, at most: half the server's benchmark loop
@@ -89,7 +90,7 @@ TIMED_REPEATS = 100
 
 @dataclasses.dataclass
 class Check:
-    status: str  # PASS | FAIL | INFO
+    status: str  # PASS | FAIL | WARN | INFO (WARN and INFO never fail the audit)
     name: str
     reason: str
 
@@ -457,16 +458,20 @@ def static_checks(path: Path) -> list[Check]:
     out.append(Check("INFO", "header lines", "; ".join(warnings)) if warnings else
                Check("PASS", "header lines", "both #!POPCORN lines on top (popcorn-cli reads them)"))
     out.append(precheck_check(path))
+    out.append(precheck_check(path, newest=True))
     return out
 
 
-def precheck_check(path: Path) -> Check:
+def precheck_check(path: Path, newest: bool = False) -> Check:
     """The server's pre-check (``harness.kernelguard_precheck``: KernelGuard at the version
-    kernelbot pins, default profile): FAIL naming the matched rules where it would reject the
-    file, INFO with its classification and rules otherwise, INFO with the install command where
-    it is not installed."""
-    found = harness.precheck_file(path)
-    return Check("FAIL" if found.rejected else "INFO", PRECHECK, found.summary())
+    kernelbot pins, default profile; ``newest``: the newest release, installed on the side):
+    FAIL naming the matched rules where it would reject the file, WARN where it does not but a
+    rule of critical severity matched (a hack pattern matched at low confidence: the server runs
+    the file), INFO with its classification and rules otherwise, INFO with the install command
+    where it is not installed."""
+    found = harness.precheck_file(path, newest)
+    status = "FAIL" if found.rejected else "WARN" if found.critical() else "INFO"
+    return Check(status, PRECHECK_NEWEST if newest else PRECHECK, found.summary())
 
 
 def timing_checks(kernel, cases, device_name: str, seal=None) -> list[Check]:
@@ -555,12 +560,19 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python3 eval.py audit",
         description="Run a submission under adversarial but legal conditions (in-place new values, fresh "
-                    "tensors, c poisoned, the output checked as soon as the call returns) and check the "
-                    "server's static rules. One line per check: PASS|FAIL|INFO name: reason. Exit 0 only when "
-                    "no check fails.")
+                    "tensors, c poisoned, the output checked as soon as the call returns), with the judge sealed "
+                    "against patches, and check the server's static rules. One line per check: "
+                    "PASS|FAIL|WARN|INFO name: reason. Exit 0 only when no check fails.")
     p.add_argument("file", nargs="?", metavar="SUBMISSION", help="the file (default: submission.py)")
     p.add_argument("--submission", help="the file, as eval.py takes it (or give it positionally)")
+    p.add_argument("--install-kernelguard", action="store_true",
+                   help=f"install KernelGuard {harness.KERNELGUARD_NEWEST}, the newest release, on the side "
+                        f"({harness.kernelguard_newest_dir()}; ${harness.ENV_KERNELGUARD_NEWEST} to move it) if "
+                        "missing, and exit")
     args = p.parse_args(argv)
+    if args.install_kernelguard:
+        print(f"KernelGuard {harness.KERNELGUARD_NEWEST}: {harness.install_kernelguard_newest()}")
+        return harness.EXIT_OK
     if args.file and args.submission and args.file != args.submission:
         print(f"error: two submissions given ({args.file} and --submission {args.submission}); give one",
               file=sys.stderr)

@@ -25,7 +25,9 @@ every other name is private to this file):
   ``REQUIRED_HEADERS``, ``static_problems``, ``header_warnings``, ``submission_problem``,
   ``writable_file_problem``;
 * the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
-  ``kernelguard_precheck``, ``precheck_file``;
+  ``kernelguard_precheck``, ``precheck_file``; the newest release beside it: ``KERNELGUARD_NEWEST``,
+  ``ENV_KERNELGUARD_NEWEST``, ``KERNELGUARD_NEWEST_INSTALL``, ``kernelguard_newest_dir``,
+  ``install_kernelguard_newest``;
 * the one loader of a submission file: ``load_submission``, ``load_tool_submission`` (a tool's
   ``--submission``, one-line errors), ``KIT_OWN_FILES``, ``shadowed_files``,
   ``submission_import_problem`` (in the worker);
@@ -42,6 +44,9 @@ every other name is private to this file):
   ``generate_case``, ``distributions``, ``no_cuda_driver`` (no CUDA, known without torch),
   ``cuda_available``, ``cuda_device_name`` (torch's answers, without torch where no driver is),
   ``backend_picks``, ``submission_kernel_revision``, ``user_traceback``, ``one_line``;
+* the judge a submission cannot patch (human mode, ab, the audit): ``SEALED_MODULES``,
+  ``SEALED_CALLABLES``, ``SEAL_UNSEALED``, ``SEALED_CLASSES``, ``SEALED_OPS``, ``Seal``,
+  ``JudgeRefused``, ``JudgedWorker`` (``Worker``'s calls in a sealed process);
 * the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
   ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
   ``run_mode``;
@@ -225,6 +230,14 @@ def writable_file_problem(path: str | None, option: str, example: str) -> str:
 # public: the kit runs 0.3.1 with its default profile, which is what the command runs without them.
 KERNELGUARD_VERSION = "0.3.1"
 KERNELGUARD_INSTALL = f"python3 -m pip install kernelguard=={KERNELGUARD_VERSION}"
+# The newest release beside it (PyPI's newest on 2026-12-07, `pip index versions kernelguard`): its
+# rules may already name what the server's version does not. It lives on the side, in a folder of
+# its own outside the clone (as benchmarks/compile_table.py keeps the server's Triton), and is
+# loaded there under another module name (KernelGuard is one pure-Python file), so the two run in
+# one process without touching the installed 0.3.1.
+KERNELGUARD_NEWEST = "0.3.2"
+ENV_KERNELGUARD_NEWEST = "NVFP4_KERNELGUARD_NEWEST"  # its folder, if not the default
+KERNELGUARD_NEWEST_INSTALL = "python3 eval.py audit --install-kernelguard"
 
 
 @dataclasses.dataclass
@@ -234,6 +247,7 @@ class Precheck:
     rules as "NAME (severity)", sorted and unique; ``error`` when the analysis itself raised."""
     installed: bool
     version: str = ""
+    newest: bool = False  # the newest release, on the side (KERNELGUARD_NEWEST), not the server's
     rejected: bool = False
     classification: str = ""
     reason: str = ""
@@ -242,17 +256,31 @@ class Precheck:
 
     def label(self) -> str:
         """"KernelGuard 0.3.1, default profile" (with a note when another version is installed)."""
+        if self.newest:
+            return f"KernelGuard {self.version or '?'}, the newest release, default profile"
         note = "" if self.version == KERNELGUARD_VERSION else f"; the server pins {KERNELGUARD_VERSION}"
         return f"KernelGuard {self.version or '?'}, default profile{note}"
 
+    def critical(self) -> list[str]:
+        """The matched rules of critical severity (a hack pattern, whatever the classification)."""
+        return [rule for rule in self.rules if rule.endswith("(critical)")]
+
     def summary(self) -> str:
         """One line: the verdict, the classification and the rules."""
+        if not self.installed and self.newest:
+            return (f"KernelGuard {KERNELGUARD_NEWEST} (the newest release) is not installed on the side "
+                    f"({kernelguard_newest_dir()}): {KERNELGUARD_NEWEST_INSTALL}")
         if not self.installed:
             return f"KernelGuard is not installed here: {KERNELGUARD_INSTALL} (or pip install -e \".[guard]\")"
         if self.error:
             return (f"{self.label()}: the analysis raised {self.error} (the server's pre-check then answers "
                     "'unavailable' unless its deployment fails open)")
         rules = ", ".join(self.rules) if self.rules else "none"
+        if self.newest:
+            verdict = f"rejected ({self.classification}, {self.reason})" if self.rejected else \
+                f"not rejected ({self.classification})"
+            return (f"{self.label()}: {verdict}; matched rules: {rules} (the server runs {KERNELGUARD_VERSION}: a rule "
+                    "only this release matches names a pattern the server's pre-check does not see yet)")
         if self.rejected:
             return (f"{self.label()}: rejected ({self.classification}, {self.reason}); matched rules: {rules}; the "
                     "server refuses such a submission where its pre-check is on (KERNELGUARD_ENABLED)")
@@ -266,19 +294,75 @@ class Precheck:
 _PRECHECKS: dict[tuple, Precheck] = {}
 
 
-def kernelguard_precheck(source: str) -> Precheck:
+def kernelguard_newest_dir() -> Path:
+    """Where the newest KernelGuard lives: $NVFP4_KERNELGUARD_NEWEST, else a per-user cache folder
+    named for the release (outside the clone, so CI's fresh clones reuse it)."""
+    env = os.environ.get(ENV_KERNELGUARD_NEWEST)
+    if env:
+        return Path(env)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "nvfp4-gemv-kit" / f"kernelguard-{KERNELGUARD_NEWEST}"
+
+
+def install_kernelguard_newest(path: Path | None = None) -> Path:
+    """Install kernelguard==KERNELGUARD_NEWEST (no dependencies: it has none) into ``path`` (default
+    ``kernelguard_newest_dir()``) unless it is there already; atomically, so an interrupted
+    install leaves nothing half done."""
+    import shutil
+    import tempfile
+    path = Path(path or kernelguard_newest_dir())
+    if (path / f"kernelguard-{KERNELGUARD_NEWEST}.dist-info").is_dir() and (path / "kernelguard.py").is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
+                        f"kernelguard=={KERNELGUARD_NEWEST}"], check=True)
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+_NEWEST: dict = {}  # the side KernelGuard's module, loaded once per folder
+
+
+def _kernelguard_newest():
+    """(the newest KernelGuard's module loaded from its folder as ``kernelguard_newest``, its
+    version) or (None, '') when it is not there."""
+    folder = kernelguard_newest_dir()
+    found = sorted(folder.glob("kernelguard-*.dist-info"))
+    if not (folder / "kernelguard.py").is_file() or not found:
+        return None, ""
+    if folder not in _NEWEST:
+        spec = importlib.util.spec_from_file_location("kernelguard_newest", folder / "kernelguard.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kernelguard_newest"] = module  # its dataclasses look their module up by name
+        spec.loader.exec_module(module)
+        _NEWEST[folder] = module
+    return _NEWEST[folder], found[-1].name.removeprefix("kernelguard-").removesuffix(".dist-info")
+
+
+def kernelguard_precheck(source: str, newest: bool = False) -> Precheck:
     """KernelGuard on a submission's text, in this process, as ``kernelguard --api-mode``
     analyses its standard input (the default profile, no structural hash); the same text
-    analysed earlier in this process by the same KernelGuard gives that verdict again."""
-    try:
-        import kernelguard
-    except ImportError:
-        return Precheck(installed=False)
-    try:
-        from importlib.metadata import version
-        installed = version("kernelguard")
-    except Exception:  # noqa: BLE001 - a copy without metadata still runs
-        installed = ""
+    analysed earlier in this process by the same KernelGuard gives that verdict again.
+    ``newest``: the newest release, on the side (``kernelguard_newest_dir``), not the installed one."""
+    if newest:
+        kernelguard, installed = _kernelguard_newest()
+        if kernelguard is None:
+            return Precheck(installed=False, newest=True)
+    else:
+        try:
+            import kernelguard
+        except ImportError:
+            return Precheck(installed=False)
+        try:
+            from importlib.metadata import version
+            installed = version("kernelguard")
+        except Exception:  # noqa: BLE001 - a copy without metadata still runs
+            installed = ""
     key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), installed, id(kernelguard),
            getattr(kernelguard, "analyze_code", None), getattr(kernelguard, "configure_runtime", None))
     if key in _PRECHECKS:
@@ -287,20 +371,21 @@ def kernelguard_precheck(source: str) -> Precheck:
         kernelguard.configure_runtime(profile=kernelguard.DEFAULT_PROFILE_NAME)
         result = kernelguard.analyze_code(source, compute_structural_hash=False)
     except Exception as exc:  # noqa: BLE001 - reported, never fatal
-        return Precheck(installed=True, version=installed, error=one_line(f"{type(exc).__name__}: {exc}"))
+        return Precheck(installed=True, version=installed, error=one_line(f"{type(exc).__name__}: {exc}"),
+                        newest=newest)
     rules = sorted({f"{m.get('pattern', 'unknown')} ({m.get('severity', '?')})"
                     for m in result.get("matched_patterns", []) if isinstance(m, dict)})
-    found = Precheck(installed=True, version=installed, rejected=bool(result.get("should_filter")),
+    found = Precheck(installed=True, version=installed, newest=newest, rejected=bool(result.get("should_filter")),
                      classification=str(result.get("classification", "unknown")),
                      reason=str(result.get("filter_reason") or ""), rules=rules)
     _PRECHECKS[key] = dataclasses.replace(found, rules=list(rules))
     return found
 
 
-def precheck_file(path: Path | str) -> Precheck:
+def precheck_file(path: Path | str, newest: bool = False) -> Precheck:
     """``kernelguard_precheck`` of a file's text (undecodable bytes replaced: the upload rules
     report those)."""
-    return kernelguard_precheck(Path(path).read_bytes().decode("utf-8", "replace"))
+    return kernelguard_precheck(Path(path).read_bytes().decode("utf-8", "replace"), newest)
 
 
 # =========================================================================== the loader

@@ -23,7 +23,7 @@ import reference
 import submission
 
 FIXTURES = ROOT / "tests" / "fixtures"
-LINE = re.compile(r"^(PASS|FAIL|INFO) ([^:]+): \S")
+LINE = re.compile(r"^(PASS|FAIL|WARN|INFO) ([^:]+): \S")
 
 
 def _statuses(path, shapes=None, tolerance_shapes=(), timing_cases=()) -> dict:
@@ -41,8 +41,10 @@ def _failed(statuses: dict) -> set:
 
 
 IN_PLACE = {f"in place, {label}" for label, _ in audit.IN_PLACE}
-ALL = {"static rules", "header lines", audit.PRECHECK, "first call", "same inputs again, c poisoned", "deterministic",
-       *IN_PLACE, "fresh tensors, earlier values", "output complete on return"}
+ALL = {"static rules", "header lines", audit.PRECHECK, audit.PRECHECK_NEWEST, "first call",
+       "same inputs again, c poisoned", "deterministic", *IN_PLACE, "fresh tensors, earlier values",
+       "plain torch.Tensor output", "inputs untouched, output apart", "output complete on return", "judge untouched"}
+PRECHECKS = (audit.PRECHECK, audit.PRECHECK_NEWEST)
 
 
 @pytest.mark.parametrize("path", [ROOT / "submission.py", FIXTURES / "good_submission.py",
@@ -54,9 +56,9 @@ def test_good_submissions_pass_every_check(path):
     assert set(statuses) == ALL
     assert _failed(statuses) == set(), statuses
     assert statuses["fresh tensors, earlier values"] == ["INFO"] * len(statuses["first call"])
-    assert statuses[audit.PRECHECK] == ["INFO"]  # KernelGuard's verdict (or its absence) is never a PASS
+    assert all(statuses[name] == ["INFO"] for name in PRECHECKS)  # KernelGuard's verdict is never a PASS
     assert all(s == ["PASS"] * len(s) for name, s in statuses.items()
-               if name not in ("fresh tensors, earlier values", audit.PRECHECK))
+               if name not in ("fresh tensors, earlier values", *PRECHECKS))
 
 
 @pytest.mark.parametrize("fixture, must_fail, may_fail", [
@@ -66,7 +68,7 @@ def test_good_submissions_pass_every_check(path):
     ("wrong_returns_earlier_output", {"same inputs again, c poisoned", *IN_PLACE}, set()),
     # on a GPU the audit runs a second shape, whose first call this fixture also answers from its cache
     ("wrong_cache_first_output", {"same inputs again, c poisoned", *IN_PLACE, "fresh tensors, earlier values"},
-     {"static rules", "first call", audit.PRECHECK}),
+     {"static rules", "first call", *PRECHECKS}),
     ("wrong_deferred_thread", {"output complete on return"}, set()),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_each_wrong_pattern_fails_its_check(fixture, must_fail, may_fail):
@@ -104,7 +106,7 @@ def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path
     bad.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2] + f"# {word.upper()}\n")
     statuses = _statuses(bad)
     assert _failed(statuses) == {"static rules"}
-    rules, headers, _ = audit.static_checks(bad)
+    rules, headers, _, _ = audit.static_checks(bad)
     assert rules.status == "FAIL" and word in rules.reason and "POPCORN" not in rules.reason
     assert headers.status == "INFO" and "#!POPCORN leaderboard nvfp4_gemv" in headers.reason
 
@@ -112,7 +114,7 @@ def test_forbidden_word_fails_static_rules_and_missing_headers_are_info(tmp_path
 def test_a_file_without_headers_passes_the_static_rules(tmp_path):
     path = tmp_path / "submission.py"
     path.write_text((FIXTURES / "good_submission.py").read_text().split("\n", 2)[2])
-    rules, headers, _ = audit.static_checks(path)
+    rules, headers, _, _ = audit.static_checks(path)
     assert (rules.status, headers.status) == ("PASS", "INFO")
     assert "--leaderboard nvfp4_gemv" in headers.reason and "--gpu NVIDIA" in headers.reason
 
@@ -122,8 +124,9 @@ def test_a_submission_that_does_not_import_fails_in_one_line(tmp_path):
     bad.write_text("#!POPCORN leaderboard nvfp4_gemv\n#!POPCORN gpu NVIDIA\nraise ImportError('nope')\n")
     checks = audit.audit(bad)
     assert [(c.status, c.name) for c in checks] == [("PASS", "static rules"), ("PASS", "header lines"),
-                                                    ("INFO", audit.PRECHECK), ("FAIL", "import")]
-    assert "ImportError: nope" in checks[3].reason and "\n" not in checks[3].reason
+                                                    ("INFO", audit.PRECHECK), ("INFO", audit.PRECHECK_NEWEST),
+                                                    ("FAIL", "import")]
+    assert "ImportError: nope" in checks[4].reason and "\n" not in checks[4].reason
 
 
 def test_the_audit_leaves_the_module_name_submission_alone():
