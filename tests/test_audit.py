@@ -468,3 +468,115 @@ def test_the_submission_may_be_given_as_eval_py_takes_it(tmp_path, capsys):
     assert capsys.readouterr().err == f"error: submission file {tmp_path / 'none.py'} not found\n"
     assert audit.main(["a.py", "--submission", "b.py"]) == 2
     assert "two submissions given" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the public reward-hack patterns
+
+TINY_SHAPE = [(128, 256, 2)]  # tests/fixtures/tiny.txt's larger case: every per-shape check, little CPU
+# fixture -> (the checks it must fail, the words a failing line names the pattern with)
+PATTERNS = {
+    "wrong_patched_timer": ({"judge untouched", audit.PRECHECK, audit.PRECHECK_NEWEST},
+                            "time.perf_counter_ns was replaced (a patched timer)"),
+    "wrong_patched_timer_hidden": ({"judge untouched"}, "torch.cuda.Event.elapsed_time was replaced (a patched timer)"),
+    "wrong_patched_checker": ({"judge untouched", "first call", "same inputs again, c poisoned", *IN_PLACE,
+                               "fresh tensors, earlier values"}, "reference.check_implementation was replaced (a "
+                                                                 "patched checker)"),
+    "wrong_lazy_output": ({"plain torch.Tensor output", "first call", "same inputs again, c poisoned", *IN_PLACE,
+                           "fresh tensors, earlier values"}, "a subclass of torch.Tensor"),
+    "wrong_lazy_output_hidden": ({"plain torch.Tensor output", "first call", "same inputs again, c poisoned",
+                                  *IN_PLACE, "fresh tensors, earlier values"}, "a subclass of torch.Tensor"),
+    "wrong_deferred_calls": ({"same inputs again, c poisoned", *IN_PLACE, "fresh tensors, earlier values"},
+                             "deferred to a later call (calls batched or deferred)"),
+    "wrong_deferred_thread": ({"output complete on return"}, "work left on another device queue or thread"),
+    "wrong_output_in_inputs": ({"inputs untouched, output apart", *IN_PLACE},
+                               "the output shares memory with input(s) b (an input returned or copied as the output)"),
+    "wrong_stale_output": ({"same inputs again, c poisoned", *IN_PLACE}, "a stale output"),
+    "wrong_cache_native": (IN_PLACE - {"in place, one row of a far from its start"}, "a result cached by object, "
+                                                                                   "pointer or a sample"),
+}
+
+
+@pytest.fixture(scope="module")
+def pattern_audits():
+    """One audit per fixture on the tiny shape (without the tolerance checks), run when first
+    asked for; each audit puts back what its file replaced."""
+    done = {}
+
+    def get(name):
+        if name not in done:
+            done[name] = audit.audit(FIXTURES / f"{name}.py", TINY_SHAPE, tolerance_shapes=(), timing_cases=())
+        return done[name]
+    return get
+
+
+@pytest.mark.parametrize("fixture", sorted(PATTERNS))
+def test_each_public_pattern_fails_the_audit_naming_it(pattern_audits, fixture):
+    must_fail, words = PATTERNS[fixture]
+    checks = pattern_audits(fixture)
+    failed = {re.sub(r" \[\d+x\d+x\d+\]$", "", c.name) for c in checks if c.status == "FAIL"}
+    assert must_fail <= failed, [c.line() for c in checks if c.status != "PASS"]
+    assert any(words in c.reason for c in checks if c.status == "FAIL"), [c.line() for c in checks]
+
+
+def test_a_patch_is_put_back_once_the_audit_has_seen_it(pattern_audits):
+    """The audit of a file that patches the timers and the checker leaves this process as it was."""
+    import time
+
+    import utils
+    before = (time.perf_counter_ns, torch.cuda.Event.elapsed_time, reference.check_implementation,
+              utils.verbose_allclose, utils.clear_l2_cache)
+    for name in ("wrong_patched_timer", "wrong_patched_timer_hidden", "wrong_patched_checker"):
+        pattern_audits(name)
+        assert (time.perf_counter_ns, torch.cuda.Event.elapsed_time, reference.check_implementation,
+                utils.verbose_allclose, utils.clear_l2_cache) == before, name
+
+
+def test_the_static_rules_miss_what_is_spelled_past_them_and_warn_of_a_critical_rule(pattern_audits):
+    """KernelGuard (0.3.1 and the newest) calls the hidden timer patch and the hidden lazy output
+    valid: only the audit's own checks catch them. The plain lazy output matches LAZY_TENSOR
+    (critical) at low confidence: a WARN line, not INFO."""
+    pytest.importorskip("kernelguard")
+    for name in ("wrong_patched_timer_hidden", "wrong_lazy_output_hidden"):
+        guard = [c for c in pattern_audits(name) if c.name in PRECHECKS]
+        assert [c.status for c in guard] == ["INFO", "INFO"], [c.line() for c in guard]
+        assert all("(valid)" in c.reason or "not installed" in c.reason for c in guard), [c.line() for c in guard]
+    lazy = next(c for c in pattern_audits("wrong_lazy_output") if c.name == audit.PRECHECK)
+    assert lazy.status == "WARN" and "LAZY_TENSOR (critical)" in lazy.reason, lazy.line()
+
+
+@pytest.mark.parametrize("path", [ROOT / "examples" / "minimal_torch.py"], ids=lambda p: p.stem)
+def test_the_kits_examples_pass_every_check(path):
+    statuses = _statuses(path, shapes=TINY_SHAPE)
+    assert _failed(statuses) == set(), statuses
+
+
+def test_the_newest_kernelguard_is_named_or_its_install_command_given(monkeypatch, tmp_path):
+    """Without the side folder: one INFO line with the install command; with it: its verdict, named
+    as the newest release."""
+    monkeypatch.setenv(harness.ENV_KERNELGUARD_NEWEST, str(tmp_path / "none"))
+    check = audit.precheck_check(FIXTURES / "good_submission.py", newest=True)
+    assert check.status == "INFO" and harness.KERNELGUARD_NEWEST_INSTALL in check.reason, check.line()
+    monkeypatch.delenv(harness.ENV_KERNELGUARD_NEWEST)
+    if not (harness.kernelguard_newest_dir() / "kernelguard.py").is_file():
+        pytest.skip(f"KernelGuard {harness.KERNELGUARD_NEWEST} is not installed on the side "
+                    f"({harness.KERNELGUARD_NEWEST_INSTALL})")
+    check = audit.precheck_check(FIXTURES / "wrong_patched_timer.py", newest=True)
+    assert check.status == "FAIL" and f"KernelGuard {harness.KERNELGUARD_NEWEST}, the newest release" in check.reason
+    assert "TIMER_MONKEYPATCH (critical)" in check.reason, check.line()
+
+
+@requires_cuda
+@pytest.mark.parametrize("fixture", ["wrong_patched_timer_hidden", "wrong_lazy_output_hidden", "wrong_cache_native",
+                                     "wrong_deferred_calls"])
+def test_gpu_public_patterns_fail_on_the_gpu_too(fixture):
+    statuses = _statuses(FIXTURES / f"{fixture}.py", shapes=[(256, 1024, 2)])
+    assert PATTERNS[fixture][0] <= _failed(statuses), statuses
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", ["starter_cuda", "cute_gemv"])
+def test_gpu_examples_pass_every_check(name):
+    if name == "cute_gemv":
+        pytest.importorskip("cutlass", reason="the CUTLASS DSL is not installed")
+    statuses = _statuses(ROOT / "examples" / f"{name}.py", shapes=[(256, 1024, 2)])
+    assert _failed(statuses) == set(), statuses
