@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from conftest import HAS_CUDA, ROOT, load_file, progress, requires_cuda
 
 import eval as ev
 import harness
+import reference
 
 FIXTURES = ROOT / "tests" / "fixtures"
 LAYOUT_FILES = (*harness.SERVER_FILES, *harness.KIT_SUPPORT_FILES)  # the server's four, what the kit's import
@@ -71,6 +73,7 @@ PROTOCOL_RUNS = {
     "crashes.test": (fixture("wrong_crashes_worker"), "test", TINY, {}),
     "cache.test": (fixture("wrong_cache_first_output"), "test", TINY_ONE, {}),
     "cache.leaderboard": (fixture("wrong_cache_first_output"), "leaderboard", TINY_ONE, {}),
+    "patched_timer.benchmark": (fixture("wrong_patched_timer"), "benchmark", TINY, {}),
     "probe.test": (fixture("probe_worker_env"), "test", TINY_ONE,
                    {"POPCORN_SEED": "4242", harness.ENV_DISTRIBUTION: "full-range", harness.ENV_BACKEND: "torch"}),
 }
@@ -109,6 +112,7 @@ def runs(tmp_path_factory, request):
     calls["human.real"] = (human_json, "human.real", REAL.stem, TINY_ONE)
     calls["human.unsupported"] = (human_json, "human.unsupported", "unsupported_backend", TINY)
     calls["human.wrong"] = (human_json, "human.wrong", "wrong_untouched_c", TINY_ONE)
+    calls["human.patched_timer"] = (human_json, "human.patched_timer", "wrong_patched_timer_hidden", TINY_ONE)
     t0 = last = time.monotonic()
     progress(request.config, f"[eval.py end to end] {len(calls)} runs, two at a time ...")
     with ThreadPoolExecutor(2) as pool:
@@ -719,3 +723,35 @@ def test_cuda_human_benchmark_of_the_kit_has_no_impossible_time(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(out.read_text())["modes"]["benchmark"]["impossible_times"] == []
     assert "below" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- a patched timer: fooled as the server
+
+def test_protocol_mode_is_fooled_by_a_patched_timer_as_the_server_is(runs):
+    """Protocol mode is the server's path: it looks its clock up when it times, so a file that
+    patches it (time.perf_counter_ns without CUDA, torch.cuda.Event.elapsed_time with it: a
+    thousandth of the time) gets the server's lines, ``check: pass`` and far less than the time the
+    same computation takes through the clock as it was (the fixture's kernel is
+    reference.ref_kernel, timed here by the same loop unpatched; the runs' processes differ in
+    speed by up to about 4x on a busy machine, the patch by 1000x)."""
+    run = get(runs, "patched_timer.benchmark")
+    assert run.returncode == 0 and run.lines.get("check") == "pass", describe(run)
+    keys = {k.split(".")[-1] for k in run.lines if k.startswith("benchmark.")}
+    assert keys == {"spec", "runs", "mean", "std", "err", "best", "worst"}, describe(run)
+    cases = harness.read_test_file(FIXTURES / TINY)
+    for i, case in enumerate(cases):
+        honest = harness.time_calls(reference.ref_kernel, case.args, False, harness.CPU_MAX_REPEATS, 1e9)
+        patched = float(run.lines[f"benchmark.{i}.mean"])
+        assert patched < statistics.fmean(honest) / 30, (patched, honest)
+
+
+def test_human_mode_refuses_a_patched_timer_spelled_past_the_static_rules(runs):
+    """Human mode's worker seals the judge before the import (harness.JudgedWorker): one line names
+    both patched clocks, no case runs, exit 112."""
+    proc, record = runs["human.patched_timer"]
+    assert proc.returncode == 112, proc.stderr
+    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")), "")
+    assert "changed what the judge relies on" in line and line.endswith("no case ran"), proc.stderr
+    assert "time.perf_counter_ns was replaced (a patched timer)" in line, line
+    assert "torch.cuda.Event.elapsed_time was replaced (a patched timer)" in line, line
+    assert record["passed"] is False and "no time or verdict" in record["import_error"], record
