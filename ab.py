@@ -6,7 +6,9 @@ Every file is first checked as eval.py checks a submission: the server's upload 
 reads those lines, the server's harness does not), the server's pre-check where KernelGuard is
 installed (``harness.kernelguard_precheck``: a file it would reject fails; without it, a note) and
 test mode on the official test shapes
-(``--check-shapes``), each file in its own long-lived worker process (``harness.Worker``). A file
+(``--check-shapes``), each file in its own long-lived worker process (``harness.JudgedWorker``: the
+judge sealed before the file is imported; a file that patches the timers, the checker or the
+harness fails, naming the patch, and is not timed). A file
 that fails gets one line and is not timed. Without CUDA the run stops there: one line says
 timing needs a CUDA GPU, exit 2. Each file runs as it is: the kit's own submission.py whose copies
 differ from kernels/ gets one ``warning:`` line naming the side that changed

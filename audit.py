@@ -4,8 +4,15 @@ submitting.
 Runs the submission (default ``submission.py``) in this process, on the GPU when there is one
 (shapes ``GPU_SHAPES``: one like the benchmarks, one small) and on the CPU otherwise
 (``CPU_SHAPES``), under conditions that are adversarial but legal for the harness to create, and
-prints one line per check, ``PASS|FAIL|INFO name: reason``. The exit status is 0 only when no
-check fails (INFO lines never fail).
+prints one line per check, ``PASS|FAIL|WARN|INFO name: reason``. The exit status is 0 only when no
+check fails (WARN and INFO lines never fail).
+
+Before the file's code runs, the judge is sealed (``harness.Seal``: what the checks rely on, from
+torch's timers to the kit's checker and this module, taken then); after the import and after
+every call the seal is checked: a patch FAILs "judge untouched", naming it, and is put back before
+the audit goes on. Every output must be exactly a torch.Tensor and is read through the seal (no
+dispatch of the submission's); each call's inputs must come back unwritten and apart from the
+output; an output wrong at return and right once the next call ran names the deferred work.
 
 Per shape, on full-range inputs (``quant.fill``), every call with ``c`` poisoned (NaN) first and
 its output compared with ``reference.ref_kernel`` at the checker's tolerance
@@ -50,10 +57,12 @@ Once per file: the server's static rules (``harness.static_problems``: empty, si
 forbidden word; FAIL), popcorn-cli's ``#!POPCORN`` header lines (``harness.header_warnings``;
 INFO when missing: the server never reads them, popcorn-cli takes ``--leaderboard``/``--gpu``) and
 the server's pre-check (``harness.kernelguard_precheck``: KernelGuard 0.3.1, the version
-gpu-mode/kernelbot pins, with its default profile; FAIL with the matched rules where it would
-reject the file, INFO with its classification and rules otherwise, and INFO with the install
-command where it is not installed). The deployment's own switch (``KERNELGUARD_ENABLED``),
-profile and configuration are not public: a file it passes here may still be refused there.
+gpu-mode/kernelbot pins, with its default profile, and the newest release installed on the side,
+``--install-kernelguard``; FAIL with the matched rules where it would reject the file, WARN where a
+rule of critical severity matched at low confidence, INFO with its classification and rules
+otherwise, and INFO with the install command where it is not installed). The deployment's own
+switch (``KERNELGUARD_ENABLED``), profile and configuration are not public: a file it passes here
+may still be refused there.
 
 The file is audited as it is, the one that would be uploaded: the kit's own submission.py whose
 copies differ from kernels/ gets one ``warning:`` line first, naming the side that changed

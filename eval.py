@@ -87,6 +87,12 @@ below what its bytes take at the GPU's peak memory bandwidth (``harness.impossib
 with the L2 cleared before every call, no output computed from that call's inputs comes
 sooner), or says that the GPU has no peak on record. See ``python3
 eval.py --help``.
+Its worker is judged (``harness.JudgedWorker``): what the judge relies on -- torch's timers, the
+checker, this harness -- is sealed before the submission is imported and checked after the import
+and after every call; a patch found is one line naming it, in place of the case's time (found at
+the import: one ``error:`` line, no case runs, exit 112), and an output that is a torch.Tensor
+subclass fails its case, named. Protocol mode does none of this: it is the server's path, and a
+file that patches the timers fools it as it fools the server.
 The submission picks its backend from ``NVFP4_GEMV_BACKEND`` (``--backend`` sets it); the
 worker inherits the environment. Before any case runs, human mode checks the server's upload
 rules (``static_problems``; each broken rule one ``error:`` line naming the file, exit 112;
