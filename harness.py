@@ -1435,6 +1435,13 @@ class Seal:
             self._randn, self._float32 = torch.randn, torch.float32
         self.tainted: list[str] = []  # what a check found; a judged worker refuses from then on
         self.history: list[str] = []  # every finding, "when: what" (the audit's "judge untouched" check)
+        # This seal's methods are its own copies, bound here: a replaced ``Seal.check`` (or its code
+        # swapped) is what the next check finds, not what it runs.
+        for name in _SEAL_METHODS:
+            fn = getattr(Seal, name)
+            own = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            own.__kwdefaults__ = fn.__kwdefaults__
+            setattr(self, name, types.MethodType(own, self))
 
     def _take(self, label: str, namespace, every: bool, closed: bool) -> None:
         """Seal ``namespace``'s entries (``every``: all; else the callables and classes);
@@ -1601,6 +1608,9 @@ class Seal:
             torch._C._pop_torch_dispatch_stack()
         self.tainted = []
 
+
+_SEAL_METHODS = ("_hook_state", "_op_dump", "problems", "refusal", "check", "check_and_restore", "output_problem",
+                 "copy", "sync", "_current_queue", "timed", "restore")
 
 # The worker-side entry points a judged worker runs, by name; those that call the submission and
 # time or check it take the seal.

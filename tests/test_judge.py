@@ -159,3 +159,15 @@ def test_gpu_human_benchmark_refuses_a_patched_timer(fixture):
     assert proc.returncode == 112, proc.stderr[-2000:]
     assert "torch.cuda.Event.elapsed_time was replaced (a patched timer)" in proc.stderr, proc.stderr[-2000:]
     assert "µs" not in proc.stdout, proc.stdout
+
+
+def test_the_seals_own_check_cannot_be_replaced_from_outside(seal):
+    """A submission that replaces Seal.check (or swaps its code) to report nothing is found by the
+    check the seal took at its start."""
+    saved = harness.Seal.check
+    try:
+        harness.Seal.check = lambda self, *args, **kwargs: ""
+        problem = seal.check("after a call")
+    finally:
+        harness.Seal.check = saved
+    assert "harness.Seal.check was replaced (the kit's judge patched)" in problem, problem
