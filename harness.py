@@ -27,7 +27,7 @@ every other name is private to this file):
 * the server's pre-check: ``KERNELGUARD_VERSION``, ``KERNELGUARD_INSTALL``, ``Precheck``,
   ``kernelguard_precheck``, ``precheck_file``; the newest release beside it: ``KERNELGUARD_NEWEST``,
   ``ENV_KERNELGUARD_NEWEST``, ``KERNELGUARD_NEWEST_INSTALL``, ``kernelguard_newest_dir``,
-  ``install_kernelguard_newest``;
+  ``install_kernelguard_newest``; packages on the side: ``install_aside``;
 * the one loader of a submission file: ``load_submission``, ``load_tool_submission`` (a tool's
   ``--submission``, one-line errors), ``KIT_OWN_FILES``, ``shadowed_files``,
   ``submission_import_problem`` (in the worker);
@@ -304,25 +304,33 @@ def kernelguard_newest_dir() -> Path:
     return cache / "nvfp4-gemv-kit" / f"kernelguard-{KERNELGUARD_NEWEST}"
 
 
-def install_kernelguard_newest(path: Path | None = None) -> Path:
-    """Install kernelguard==KERNELGUARD_NEWEST (no dependencies: it has none) into ``path`` (default
-    ``kernelguard_newest_dir()``) unless it is there already; atomically, so an interrupted
-    install leaves nothing half done."""
+def install_aside(requirement: str, path: Path) -> Path:
+    """``pip install --no-deps --target`` of ``requirement`` into ``path``, replacing what is there;
+    atomically (into a fresh folder beside it, then renamed), so an interrupted install leaves
+    nothing half done. The kit's packages on the side: the server's Triton
+    (benchmarks/compile_table.py), the newest KernelGuard."""
     import shutil
     import tempfile
-    path = Path(path or kernelguard_newest_dir())
-    if (path / f"kernelguard-{KERNELGUARD_NEWEST}.dist-info").is_dir() and (path / "kernelguard.py").is_file():
-        return path
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
-                        f"kernelguard=={KERNELGUARD_NEWEST}"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp), requirement],
+                       check=True)
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def install_kernelguard_newest(path: Path | None = None) -> Path:
+    """Install kernelguard==KERNELGUARD_NEWEST (no dependencies: it has none) into ``path`` (default
+    ``kernelguard_newest_dir()``) unless it is there already (``install_aside``)."""
+    path = Path(path or kernelguard_newest_dir())
+    if (path / f"kernelguard-{KERNELGUARD_NEWEST}.dist-info").is_dir() and (path / "kernelguard.py").is_file():
+        return path
+    return install_aside(f"kernelguard=={KERNELGUARD_NEWEST}", path)
 
 
 _NEWEST: dict = {}  # the side KernelGuard's module, loaded once per folder

@@ -38,7 +38,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
     import kitpath  # noqa: F401
 
 from benchmarks import refusals  # noqa: E402  (no torch or triton at the top either)
-from harness import load_submission, one_line, writable_file_problem  # noqa: E402  (no torch or triton at the top)
+from harness import install_aside, load_submission, one_line, writable_file_problem  # noqa: E402  (no torch or triton at the top)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION = ROOT / "submission.py"
@@ -91,16 +90,7 @@ def install_server_triton(path: Path | None = None) -> Path:
     path = Path(path or server_triton_dir())
     if triton_version_at(path) == SERVER_TRITON:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
-    try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
-                        f"triton=={SERVER_TRITON}"], check=True)
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    return install_aside(f"triton=={SERVER_TRITON}", path)
 
 
 # ----------------------------------------------------------------------------- what to compile
