@@ -1607,8 +1607,10 @@ class Seal:
         for name, module in self._modules:
             sys.modules[name] = module
         hooks = dict(self._hooks)
-        sys.settrace(hooks[_TRACE])
-        sys.setprofile(hooks[_PROFILE])
+        if sys.gettrace() is not hooks[_TRACE]:
+            sys.settrace(hooks[_TRACE])
+        if sys.getprofile() is not hooks[_PROFILE]:
+            sys.setprofile(hooks[_PROFILE])
         threading._trace_hook, threading._profile_hook = hooks[_THREAD_TRACE], hooks[_THREAD_PROFILE]
         while torch._C._len_torch_function_stack() > hooks[_FUNCTION_MODE]:
             torch._C._pop_torch_function_stack()

@@ -473,7 +473,8 @@ def test_the_submission_may_be_given_as_eval_py_takes_it(tmp_path, capsys):
 # --------------------------------------------------------------------------- the public reward-hack patterns
 
 TINY_SHAPE = [(128, 256, 2)]  # tests/fixtures/tiny.txt's larger case: every per-shape check, little CPU
-# fixture -> (the checks it must fail, the words a failing line names the pattern with)
+# fixture -> (the checks it must fail, the words a failing line names the pattern with); a background
+# thread's work (wrong_deferred_thread) is test_each_wrong_pattern_fails_its_check's
 PATTERNS = {
     "wrong_patched_timer": ({"judge untouched", audit.PRECHECK, audit.PRECHECK_NEWEST},
                             "time.perf_counter_ns was replaced (a patched timer)"),
@@ -487,7 +488,6 @@ PATTERNS = {
                                   *IN_PLACE, "fresh tensors, earlier values"}, "a subclass of torch.Tensor"),
     "wrong_deferred_calls": ({"same inputs again, c poisoned", *IN_PLACE, "fresh tensors, earlier values"},
                              "deferred to a later call (calls batched or deferred)"),
-    "wrong_deferred_thread": ({"output complete on return"}, "work left on another device queue or thread"),
     "wrong_output_in_inputs": ({"inputs untouched, output apart", *IN_PLACE},
                                "the output shares memory with input(s) b (an input returned or copied as the output)"),
     "wrong_stale_output": ({"same inputs again, c poisoned", *IN_PLACE}, "a stale output"),
