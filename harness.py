@@ -1347,7 +1347,7 @@ SEALED_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::sub.Tensor"
               "aten::isposinf", "aten::isneginf", "aten::bitwise_xor.Tensor", "aten::bitwise_or.Tensor",
               "aten::sum", "aten::nonzero", "aten::equal", "aten::empty.memory_format", "aten::empty_like",
               "aten::fill_.Scalar", "aten::randn", "aten::view", "aten::index.Tensor", "aten::matmul", "aten::mm")
-MAX_NAMED = 6  # patches named in one refusal line, at most
+_MAX_NAMED = 6  # patches named in one refusal line, at most
 # What a replaced name is to the judge, said beside it (the pattern the patch belongs to).
 _TIMERS = ("time.perf_counter_ns", "time.perf_counter", "time.monotonic", "time.monotonic_ns", "time.time",
            "time.time_ns", "torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.current_stream",
@@ -1511,8 +1511,8 @@ class Seal:
         return found
 
     def refusal(self, found: list[str], when: str) -> str:
-        """The one line that refuses a result, naming what was found (``MAX_NAMED`` at most)."""
-        named = "; ".join(found[:MAX_NAMED]) + (f"; and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED
+        """The one line that refuses a result, naming what was found (``_MAX_NAMED`` at most)."""
+        named = "; ".join(found[:_MAX_NAMED]) + (f"; and {len(found) - _MAX_NAMED} more" if len(found) > _MAX_NAMED
                                                  else "")
         return (f"the submission changed what the judge relies on ({when}): {named}; no time or verdict of this "
                 "process is reported")
