@@ -423,13 +423,13 @@ def check_file(worker: harness.Worker, path: Path, cases: list) -> tuple[str, st
     if found.rejected:
         return f"the server's pre-check would refuse it: {found.summary()}", ""
     status, backend = harness.backend_status(worker)
-    if status in ("invalid setting", "cannot run"):
-        return f"the submission {'rejects its settings' if status == 'invalid setting' else 'cannot run here'}: " \
-               f"{backend}", ""
+    if status in ("invalid setting", "cannot run", "broken"):
+        return {"invalid setting": "the submission rejects its settings: ", "cannot run": "the submission cannot run "
+                "here: ", "broken": ""}[status] + backend, ""
     results = harness.run_test_mode(lambda key, value: None, worker, cases)
     for res in results:
         if not res.ok:
-            return f"{res.spec}: {harness.one_line(res.error)}", backend
+            return f"{res.spec}: {harness.labelled(harness.one_line(res.error))}", backend
     return "", backend
 
 
@@ -729,7 +729,7 @@ def _checked_and_timed(args, cases, files, workers, pairs, leaderboard) -> int:
                 if isinstance(out, list):
                     entry["times"][f["label"]][shape] = out
                 else:
-                    why = harness.one_line(str(out))
+                    why = harness.labelled(harness.one_line(str(out)))
                     f["passed"], f["error"] = False, f"during round {index + 1}, {case.spec}: {why}"
                     record["failures"].append(f"{f['label']} {f['path']}: {f['error']}")
                     print(f"{f['label']} {f['path']}: FAIL {f['error']}", flush=True)

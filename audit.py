@@ -148,7 +148,7 @@ def _wrong(out, expected) -> str:
     import reference
     from utils import verbose_allclose
     reasons = verbose_allclose(out, expected, rtol=reference.RTOL, atol=reference.ATOL, max_print=1)
-    return "; ".join(reasons)
+    return harness.labelled("; ".join(reasons))  # which number is the result, which the expected value
 
 
 def _same_shape(x, y) -> bool:

@@ -25,12 +25,14 @@ the rest of submission.py as it is. Bundle never overwrites text it did not writ
 was edited (or its side is unknown) it writes nothing and exits 1, with one line naming the file,
 the side that changed and the two ways on: ``--write-back`` copies each edited block (or one of
 unknown side) into its source file (the edit kept; where the source changed too, only with
-``--force``), ``--force`` overwrites the copies from their files (the edit dropped). ``--check``
-writes nothing and exits 1 with one line naming the first difference (the file and its line, the
-line of submission.py, the side that changed, the command that mends it) or a marker whose hash
-is missing or stale. A file that a raw string cannot hold as it is (three double quotes, no
-newline at the end) or that the server would refuse (the forbidden word) is refused, saying why;
-so is such a block written back.
+``--force``), ``--force`` overwrites the copies from their files (the edit dropped); where both
+sides changed, the line also says how to keep both (a merge by hand: where the two texts are and
+the ``diff`` command that shows how they differ). ``--check`` writes nothing and exits 1 with
+one line naming the first difference (the file and its line, the line of submission.py, the
+side that changed, the command that mends it) or a marker whose hash is missing or stale. A file
+that a raw string cannot hold as it is (three double quotes, no newline at the end) or that the
+server would refuse (the forbidden word) is refused, saying why; so is such a block written
+back.
 
 One function, ``state``, says how a submission file stands; ``kit_state`` asks it of the kit's
 own submission.py only (any other path is "not the kit's file": it is not compared with
@@ -234,20 +236,24 @@ def _side(item: BlockState, name: str) -> str:
             UNKNOWN: "the marker records no hash, so which side changed is unknown"}[item.state]
 
 
-def _ways(item: BlockState, suffix: str) -> str:
+def _ways(item: BlockState, name: str, suffix: str) -> str:
     """The commands that mend a block out of sync (``suffix``: ' --submission PATH' for a file
-    other than the kit's)."""
-    command, path = COMMAND + suffix, item.block.path
+    other than the kit's); where both sides changed, also how to keep both edits by hand."""
+    command, path, block = COMMAND + suffix, item.block.path, item.block
     if item.state == SOURCE_EDITED:
         return f"run `{command}`"
     if item.state == BOTH_EDITED:
-        return (f"`{command} --write-back --force` copies the block into {path} (that file's changes lost), "
-                f"`{command} --force` overwrites the block from {path} (the block's edit lost)")
+        lines = f"{block.first + 1}-{block.end}"
+        return (f"to keep both edits, merge them by hand into one side (the copy is {name} lines {lines}, the file "
+                f"{path}; `diff <(sed -n '{lines.replace('-', ',')}p' {name}) {path}` shows how they differ), then "
+                f"`{command} --write-back --force` copies the block into {path} (merged into the copy) or "
+                f"`{command} --force` overwrites the block from {path} (merged into the file); without the merge, "
+                "either loses the other side's edit")
     return f"`{command} --write-back` copies the block into {path}, `{command} --force` overwrites it from {path}"
 
 
 def _line(item: BlockState, name: str, suffix: str) -> str:
-    return f"{_difference(item, name)}: {_side(item, name)}; {_ways(item, suffix)}"
+    return f"{_difference(item, name)}: {_side(item, name)}; {_ways(item, name, suffix)}"
 
 
 def _combined(states: set) -> str:
@@ -393,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog=COMMAND, description="The kit's sources (kernels/) copied into submission.py, each into a block whose "
         "marker records the hash of the copy written: a block edited in submission.py is not overwritten, but "
-        "refused in one line saying the two ways on (--write-back, --force).")
+        "refused in one line saying the ways on (--write-back, --force; where the file changed too, how to merge "
+        "the two by hand).")
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 with the first difference when a copy differs from its file or a "
                          "marker's hash is missing or stale")

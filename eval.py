@@ -81,7 +81,10 @@ of the means (the leaderboard's score) and of the medians; ``--mode profile`` pr
 profiler's table per case, on a CPU too (the ncu path only where ``POPCORN_NCU`` is set to a
 true value, i.e. under ncu; ``python3 eval.py profile``, no ``--mode``, is Nsight Compute's run,
 ncu_profile.py). A failed check's numbers are labelled (``ERROR at (i, j, l): result R,
-expected E``; protocol mode logs the server's unlabelled text). After a benchmark or
+expected E``, ``harness.labelled``; protocol mode logs the server's unlabelled text); the whole
+message goes to stderr as the case ends, and the table's row holds its short form
+(``harness.brief``: a mismatch as its count and first element); an output that is ``c`` as it
+was handed over gets a hint saying so. After a benchmark or
 leaderboard table, a ``warning:`` line on stderr names each shape whose mean or median lies
 below what its bytes take at the GPU's peak memory bandwidth (``harness.impossible_times``:
 with the L2 cleared before every call, no output computed from that call's inputs comes
@@ -115,13 +118,20 @@ line of each table and the ``--json`` record name the submission's kernel revisi
 both edited, unknown, or not the kit's file: ``bundle.kit_state``). A passing test mode adds one
 ``note:`` line on stderr, before its table (which ends in ``test: PASS``): caching and deferred
 work are ``eval.py audit``'s job. A case that runs longer
-than ``HEARTBEAT_S`` prints a "still running" line every ``HEARTBEAT_S`` seconds; one that
-runs past ``--timeout`` (default ``CASE_TIMEOUT_S``) fails and its worker is killed. Ctrl-C
-ends the run with one line and exit 130.
+than ``HEARTBEAT_S`` prints a "still running" line every ``HEARTBEAT_S`` seconds, naming the
+limit and Ctrl-C; one that runs past ``--timeout`` (default ``CASE_TIMEOUT_S``) fails and its
+worker is killed, and the run stops there: each case after it is one "not run" line (a hang
+costs one timeout, not one per case). Ctrl-C ends the run with one line and exit 130; SIGTERM
+with one line and exit 143 (``harness.sigterm_raises``); either way the worker ends with it.
+
+A ``select_backend`` that raises anything but ValueError (a setting) or RuntimeError (this
+machine), or a backend of its registry whose ``supported(device)`` gives no (ok, reason) pair,
+is the submission's fault, not the machine's: one ``error: ...; no case ran`` line, exit 112, as
+for a submission that does not import (``harness._backend_here``: "broken").
 
 Public surface (what tests and other tools may call): ``main`` (the command line, subcommands
-included), ``protocol_main``, ``human_main``, ``device_name``, ``HARNESS_COPIES``; everything
-else they need is harness.py's.
+included), ``protocol_main``, ``human_main``, ``device_name``, ``HARNESS_COPIES``,
+``heartbeat_line``; everything else they need is harness.py's.
 """
 
 from __future__ import annotations
@@ -129,7 +139,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -146,16 +155,19 @@ from harness import (
     EXIT_INTERRUPTED,
     EXIT_NO_FD,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     HARNESS_DATE,
     HARNESS_DATES,
     MODES,
     SHAPE_SETS,
     JudgedWorker,
+    Terminated,
     TestFileError,
     Worker,
     backend_picks,
     backend_status,
+    brief,
     cuda_device_name,
     distributions,
     env_flag,
@@ -163,11 +175,13 @@ from harness import (
     header_warnings,
     impossible_times,
     input_bytes,
+    labelled,
     read_test_file,
     run_mode,
     safe_call,
     shadowed_files,
     shape_cases,
+    sigterm_raises,
     static_problems,
     submission_import_problem,
     submission_kernel_revision,
@@ -349,10 +363,14 @@ def human_main(argv: list[str]) -> int:
         return EXIT_USAGE
     args.submission = args.file or args.submission or "submission.py"
     try:
-        return _human(args)
+        with sigterm_raises():  # SIGTERM, as Ctrl-C: the worker is killed on the way out
+            return _human(args)
     except KeyboardInterrupt:  # the worker ignores Ctrl-C and was killed on the way out
         print("error: interrupted (Ctrl-C); no result", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print("error: terminated (SIGTERM); no result", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 def _memory_problem(cases: dict, cuda: bool) -> str:
@@ -386,7 +404,7 @@ def _human(args) -> int:
     problems = static_problems(submission)
     if problems:  # the server would refuse the upload: no case runs
         for problem in problems:
-            print(f"error: {submission}: {problem}", file=sys.stderr)
+            print(f"error: {submission}: {problem}; no case ran", file=sys.stderr)
         return EXIT_FAIL
     sync = "not the kit's file"
     if (Path(__file__).parent / "bundle.py").is_file():  # in the kit: its own submission.py beside its sources
@@ -419,11 +437,18 @@ def _human(args) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
 
+    running = []  # the mode's worker: once it is stopped (a case ran past --timeout), no case runs
+
     def progress(msg):
-        print(_labelled(msg), file=sys.stderr, flush=True)
+        stopped = running and running[-1].stopped
+        if stopped and msg.startswith("["):  # a case that will not run: its one line
+            msg = f"{msg}: not run ({stopped})"
+        elif stopped and msg.startswith("    FAIL: not run: "):  # ... said already
+            return
+        print(labelled(msg), file=sys.stderr, flush=True)
 
     def heartbeat(seconds):
-        progress(f"    ... still running ({seconds:.0f} s)")
+        progress(heartbeat_line(seconds, args.timeout))
 
     requested = os.environ.get(ENV_BACKEND, "auto")
     report = {"submission": str(submission), "device": device, "distribution": distribution,
@@ -436,7 +461,8 @@ def _human(args) -> int:
         # A fresh worker per mode, as the server starts eval.py once per mode; judged: what the
         # submission patches changes no time and no verdict (harness.JudgedWorker).
         with JudgedWorker(str(submission), distribution, env_flag(ENV_CHECK_INPUTS, True), heartbeat,
-                          timeout=args.timeout, ignore_interrupt=True) as worker:
+                          timeout=args.timeout, ignore_interrupt=True, stop_after_timeout=True) as worker:
+            running.append(worker)
             if mode == modes[0]:  # the import, then the backend, once, before any case: one line each
                 problem = safe_call(worker, submission_import_problem)
                 if problem:  # an import's traceback (the submission's frames) went to stderr once
@@ -452,6 +478,9 @@ def _human(args) -> int:
                     print(f"error: the submission cannot run on this machine ({device}): {backend}",
                           file=sys.stderr)
                     return EXIT_USAGE
+                if status == "broken":  # the submission's fault, not the machine's
+                    print(f"error: {submission}: {backend}; no case ran", file=sys.stderr)
+                    return EXIT_FAIL
                 report["backend"] = backend or None
                 revision = safe_call(worker, submission_kernel_revision)
                 report["kernel_revision"] = revision if isinstance(revision, str) else None
@@ -464,7 +493,7 @@ def _human(args) -> int:
             results = run_mode(mode, lambda k, v: None, worker, cases[mode], progress=progress,
                                harness_date=args.harness_date, ncu=env_flag("POPCORN_NCU", False))
             for r in results:  # the table and the JSON say which value is which
-                r.error = _labelled(r.error)
+                r.error = labelled(r.error)
             picks = safe_call(worker, backend_picks) if report["backend"] == "fastest" else None
         if isinstance(picks, dict) and picks:
             report["backend_picks"] = {**report.get("backend_picks", {}), **picks}
@@ -476,7 +505,7 @@ def _human(args) -> int:
         if mode == "test" and summary["passed"]:  # on stderr, before the table: the output ends in its verdict
             progress(f"note: test mode checks each output once, on fresh inputs; caching and deferred work are the "
                      f"audit's job: python3 eval.py audit {submission}")
-        print(format_table(summary, device, _backend_label(report),
+        print(format_table(_briefly(summary), device, _backend_label(report),
                            f"kernel {report['kernel_revision'] or 'none'}, bundle: {report['bundle']}"), flush=True)
         print()
         if mode in ("benchmark", "leaderboard"):  # the L2 cleared before each call: bytes / peak bounds it
@@ -493,22 +522,17 @@ def _human(args) -> int:
     return EXIT_OK if passed else EXIT_FAIL
 
 
-# The server's mismatch lines (utils.verbose_allclose): "ERROR at (i, j, l): RESULT EXPECTED".
-_MISMATCH = re.compile(r"ERROR at (\([^)]*\)): (\S+) (\S+)")
+def heartbeat_line(seconds: float, timeout: float) -> str:
+    """Human mode's line for a case still running after ``seconds``: the limit and how to stop."""
+    return (f"    ... still running ({seconds:.0f} s of at most {timeout:g} s: --timeout SECONDS sets the limit; "
+            "Ctrl-C stops the run now)")
 
 
-def _labelled(text: str) -> str:
-    """``text`` with each of the server's mismatch lines saying which number is the result and
-    which the expected value ("ERROR at (0, 0, 0): result -0.6333, expected 100.5"); human mode
-    only: protocol mode logs the server's text as it is."""
-    def label(hit):
-        index, got, want = hit.groups()
-        try:
-            float(got), float(want)
-        except ValueError:  # not two numbers: another format, left as it is
-            return hit.group(0)
-        return f"ERROR at {index}: result {got}, expected {want}"
-    return _MISMATCH.sub(label, text)
+def _briefly(summary: dict) -> dict:
+    """``summary`` for the table: each failure in its short form (``harness.brief``; the whole
+    text went to stderr as the case ended, and goes to the JSON)."""
+    return {**summary, "cases": [{**row, "error": brief(row["error"])} if row.get("error") else row
+                                 for row in summary["cases"]]}
 
 
 def _write_json(path: str | None, report: dict, progress) -> None:

@@ -13,7 +13,7 @@ every other name is private to this file):
 
 * files and layout: ``HERE``, ``SHAPES_JSON``, ``SERVER_FILES``, ``KIT_SUPPORT_FILES``;
 * exit codes and modes: ``EXIT_OK``, ``EXIT_USAGE``, ``EXIT_NO_FD``, ``EXIT_FAIL``,
-  ``EXIT_BAD_TESTS``, ``EXIT_BAD_FD``, ``EXIT_INTERRUPTED``, ``MODES``;
+  ``EXIT_BAD_TESTS``, ``EXIT_BAD_FD``, ``EXIT_INTERRUPTED``, ``EXIT_TERMINATED``, ``MODES``;
 * the timed loops: ``BENCH_WARMUP``, ``BENCH_CASE``, ``LEADERBOARD_REPEATS``,
   ``HARNESS_DATES``, ``HARNESS_DATE``, ``LEADERBOARD_WARMUP``, ``LEADERBOARD_CASE``,
   ``MIN_WALL_NS``, ``MAX_WALL_NS``, ``REL_ERR_TARGET``, ``RECHECK_SEED_STEP``,
@@ -47,9 +47,11 @@ every other name is private to this file):
 * the judge a submission cannot patch (human mode, ab, the audit): ``SEALED_MODULES``,
   ``SEALED_CALLABLES``, ``SEAL_UNSEALED``, ``SEALED_CLASSES``, ``SEALED_OPS``, ``Seal``,
   ``JudgeRefused``, ``JudgedWorker`` (``Worker``'s calls in a sealed process);
-* the parent side: ``Worker``, ``WorkerDied``, ``CaseResult``, ``safe_call``,
-  ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``, ``run_profile_mode``,
-  ``run_mode``;
+* the parent side: ``Worker``, ``WorkerDied``, ``Terminated``, ``sigterm_raises``, ``CaseResult``,
+  ``safe_call``, ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``,
+  ``run_profile_mode``, ``run_mode``;
+* messages of a failed check: ``labelled`` (which number is the result, which the expected
+  value), ``brief`` (a mismatch in one short phrase, for tables);
 * the protocol's client side (run eval.py as the server does, read its lines):
   ``ProtocolRun``, ``parse_popcorn``, ``run_protocol``, ``results_from_popcorn``;
 * tables: ``sol_lookup``, ``summarize``, ``fmt``, ``format_table``.
@@ -58,6 +60,7 @@ every other name is private to this file):
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
@@ -69,6 +72,7 @@ import os
 import pickle
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -129,6 +133,7 @@ HEARTBEAT_S = 10.0  # human mode: a "still running" line after this long in one 
 # call on a new GPU compiles and tunes; 10 minutes leaves room for all of it on a slow machine.
 CASE_TIMEOUT_S = 600.0
 EXIT_INTERRUPTED = 130  # human mode, Ctrl-C (128 + SIGINT, as a shell reports it)
+EXIT_TERMINATED = 143  # human mode, SIGTERM (128 + SIGTERM, as a shell reports a process it ended)
 ENV_DISTRIBUTION = "NVFP4_EVAL_DISTRIBUTION"
 ENV_CHECK_INPUTS = "NVFP4_EVAL_CHECK_INPUTS"
 ENV_LOG_MEDIAN = "NVFP4_EVAL_LOG_MEDIAN"
@@ -881,25 +886,57 @@ def _load_kernel():
     return (None, problem) if problem else (module.custom_kernel, "")
 
 
+def _registry_problem(module, device) -> str:
+    """'' when every backend of the submission's registry (``BACKENDS``: name -> a record with
+    ``supported(device)``, the kit's convention) answers ``supported(device)`` with an (ok,
+    reason) pair, else the first that does not, in one line naming the contract."""
+    backends = getattr(module, "BACKENDS", None)
+    for name, backend in backends.items() if isinstance(backends, dict) else ():
+        supported = getattr(backend, "supported", None)
+        if not callable(supported):
+            continue
+        try:
+            answer = supported(device)
+        except Exception as exc:  # a check that raises breaks the same contract
+            answer = f"an exception ({type(exc).__name__}: {exc})"
+        else:
+            if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str):
+                continue
+            answer = repr(answer)
+        return one_line(f"backend {name!r}: supported(device) gave {answer}, not the (ok, reason) pair the "
+                        "registry expects, e.g. (True, '') or (False, 'needs a CUDA GPU') (docs/submission.md, "
+                        "\"Extending it\")")
+    return ""
+
+
 def _backend_here() -> tuple[str, str]:
     """("ok", name) with the backend the submission's ``select_backend(device)`` picks for the
     device the inputs live on; ("invalid setting", why) when it raises ValueError (a setting
-    such as NVFP4_GEMV_BACKEND it cannot use), ("cannot run", why) when it raises anything
-    else; ("unknown", "") when the submission has no such function or does not import (its
-    cases then say why)."""
+    such as NVFP4_GEMV_BACKEND it cannot use), ("cannot run", why) when it raises RuntimeError
+    (the kit's answer for a backend this machine lacks), ("broken", why) when it raises anything
+    else or a backend of its registry breaks the (ok, reason) contract of ``supported``
+    (``_registry_problem``: a fault of the submission, not of the machine); ("unknown", "") when
+    the submission has no such function or does not import (its cases then say why)."""
     try:
-        select = getattr(_submission(), "select_backend", None)
+        module = _submission()
     except BaseException:
         return "unknown", ""
+    select = getattr(module, "select_backend", None)
     if not callable(select):
         return "unknown", ""
     import torch
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    problem = _registry_problem(module, device)
+    if problem:
+        return "broken", problem
     try:
-        return "ok", str(select(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
+        return "ok", str(select(device))
     except ValueError as exc:
         return "invalid setting", one_line(str(exc))
-    except BaseException as exc:
+    except RuntimeError as exc:
         return "cannot run", one_line(f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:
+        return "broken", one_line(f"select_backend(device) raised {type(exc).__name__}: {exc}")
 
 
 def submission_kernel_revision() -> str | None:
@@ -924,6 +961,39 @@ def backend_picks() -> dict:
 
 def one_line(text: str) -> str:
     return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+# The server's mismatch lines (utils.verbose_allclose): "ERROR at (i, j, l): RESULT EXPECTED".
+_MISMATCH = re.compile(r"ERROR at (\([^)]*\)): ([^\s;,]+) ([^\s;,]+)")
+_LABELLED = re.compile(r"ERROR at \([^)]*\): result [^\s,]+, expected [^\s;,]+")  # ... as ``labelled`` writes them
+_MISMATCHED = re.compile(r"Number of mismatched elements: (\d+) of (\d+)")
+
+
+def labelled(text: str) -> str:
+    """``text`` with each of the server's mismatch lines saying which number is the result and
+    which the expected value ("ERROR at (0, 0, 0): result -0.6333, expected 100.5"): for what a
+    person reads (human mode, the audit, ab); protocol mode logs the server's text as it is."""
+    def label(hit):
+        index, got, want = hit.groups()
+        try:
+            float(got), float(want)
+        except ValueError:  # not two numbers: another format, left as it is
+            return hit.group(0)
+        return f"ERROR at {index}: result {got}, expected {want}"
+    return _MISMATCH.sub(label, text)
+
+
+def brief(text: str) -> str:
+    """A failed check's message for a table row: the server's mismatch text (a count, then up to
+    five elements) as the count and the first element, with a hint's first clause (to its first
+    colon) after it; any other text as it is. The whole text goes to stderr and the JSON."""
+    text = labelled(text)
+    count, first = _MISMATCHED.search(text), _LABELLED.search(text)
+    if count is None or first is None:
+        return text
+    hint = text.rsplit(HINT_MARK, 1)[1].split(":", 1)[0] if HINT_MARK in text else ""
+    return (f"mismatch: {count[1]} of {count[2]} elements differ, the first {first[0].replace('ERROR ', '', 1)}"
+            + (f".{HINT_MARK}{hint}" if hint else ""))
 
 
 _REPORTED: set = set()  # the summary lines whose traceback this worker has printed
@@ -1095,7 +1165,22 @@ def _run_test_case(args: dict, seal: Seal | None = None) -> tuple[bool, str]:
     changed = (seal.check("after custom_kernel", output) if seal is not None else "") or _inputs_changed(given, data)
     if changed:
         return False, changed
-    return _check(data, output)
+    hint = _untouched_hint(data, output)  # before the check: the reference writes its answer into data's c
+    ok, message = _check(data, output)
+    return ok, message if ok else message + hint
+
+
+HINT_MARK = " Hint: "  # what a message adds for a person (``brief`` keeps it)
+
+
+def _untouched_hint(data, output) -> str:
+    """For a wrong output that is c exactly as generated (``data[-1]``, before the call): a hint
+    saying so, for a person (the file given to human mode, the audit or ab); '' otherwise, and
+    always in protocol mode, which logs the server's text."""
+    if _worker_config["submission"] is None or not _same_tensor(output, data[-1]):
+        return ""
+    return (HINT_MARK + "the output is c exactly as the harness handed it over: custom_kernel returned c "
+            "without writing it (write the result into c, or return a new tensor)")
 
 
 def run_benchmark_case(args: dict, recheck: bool, max_repeats: int, budget_ns: float, seal: Seal | None = None):
@@ -1252,16 +1337,21 @@ class Worker:
     """One spawned worker process that runs case after case; replaced if it dies."""
 
     def __init__(self, submission: str | None, distribution: str, check_inputs: bool, heartbeat=None,
-                 timeout: float | None = None, ignore_interrupt: bool = False):
+                 timeout: float | None = None, ignore_interrupt: bool = False, stop_after_timeout: bool = False):
         """``heartbeat(seconds)``, if given, is called every ``HEARTBEAT_S`` seconds that one
         call has been running (human mode: a "still running" line). ``timeout``: seconds one
         call may run before the worker is killed and the call fails (``WorkerDied``); None:
-        no limit (protocol mode, as on the server). ``ignore_interrupt``: the worker ignores
-        Ctrl-C, which the parent answers by killing it (no traceback from the worker)."""
+        no limit (protocol mode, as on the server). ``stop_after_timeout``: after a call ran
+        past the timeout, every later call fails at once without running (``stopped`` says
+        why; human mode: one hang costs one timeout, not one per case); otherwise the next call
+        starts a fresh worker. ``ignore_interrupt``: the worker ignores Ctrl-C, which the parent
+        answers by killing it (no traceback from the worker)."""
         self._initargs = (submission, distribution, check_inputs, ignore_interrupt)
         self._pool = None
         self._heartbeat = heartbeat
         self._timeout = timeout
+        self._stop_after_timeout = stop_after_timeout
+        self.stopped = ""  # why later calls do not run ('' while they do)
 
     def _wait(self, future):
         t0 = time.monotonic()
@@ -1270,8 +1360,10 @@ class Worker:
             left = None if self._timeout is None else self._timeout - elapsed
             if left is not None and left <= 0:
                 self.kill()
+                if self._stop_after_timeout:
+                    self.stopped = f"a case before it ran past --timeout {self._timeout:g} s"
                 raise WorkerDied(f"the case ran longer than {self._timeout:g} s and was stopped "
-                                 "(human mode's --timeout)")
+                                 "(human mode's --timeout sets the limit)")
             waits = [w for w in (HEARTBEAT_S if self._heartbeat else None, left) if w is not None]
             try:
                 return future.result(timeout=min(waits) if waits else None)
@@ -1285,7 +1377,10 @@ class Worker:
         return self.call(os.getpid)
 
     def call(self, fn, *args):
-        """fn(*args) in the worker; ``WorkerDied`` if the process died on it or ran past the timeout."""
+        """fn(*args) in the worker; ``WorkerDied`` if the process died on it or ran past the timeout,
+        or without running it once the worker is ``stopped``."""
+        if self.stopped:
+            raise WorkerDied(f"not run: {self.stopped}")
         if self._pool is None:
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_worker_init, initargs=self._initargs)
@@ -1716,6 +1811,8 @@ class JudgedWorker(Worker):
         if name not in _JUDGED_ENTRIES:
             raise ValueError(f"{name or fn!r} is not an entry point of the judged worker "
                              f"({', '.join(_JUDGED_ENTRIES)})")
+        if self.stopped:  # a call before ran past the timeout (stop_after_timeout): nothing runs
+            raise WorkerDied(f"not run: {self.stopped}")
         if self._proc is None:
             ctx = multiprocessing.get_context("spawn")
             self._conn, child = ctx.Pipe()
@@ -1747,6 +1844,31 @@ class JudgedWorker(Worker):
                 self._proc.kill()
                 self._proc.join()
             self._proc = self._conn = None
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread by ``sigterm_raises``, as Ctrl-C raises KeyboardInterrupt:
+    a ``Worker`` left by it kills its process on the way out (``__exit__``)."""
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    """While the block runs, SIGTERM raises ``Terminated`` in the main thread instead of ending
+    the process at once, so that the way out ends the spawned worker too and the process exits
+    after its own cleanup (multiprocessing's resource tracker then ends with it); the handler
+    before is restored afterwards. Outside the main thread (no signal handlers there), nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @dataclasses.dataclass

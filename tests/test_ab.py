@@ -6,6 +6,7 @@ short A/B of two copies of the good fixture."""
 import json
 import math
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -280,6 +281,8 @@ def test_a_file_failing_its_checks_is_one_line():
     assert lines[0] == f"BASE {GOOD}: PASS"
     (fail,) = [line for line in lines if line.startswith("NEW")]
     assert fail.startswith(f"NEW {wrong}: FAIL m: 128; k: 256; l: 1; seed: 1111: mismatch found")
+    assert re.search(r"ERROR at \(0, 0, 0\): result \S+, expected \S+ ", fail), fail  # labelled, as eval.py's
+    assert "Hint: the output is c exactly as the harness handed it over" in fail
     assert proc.returncode == (harness.EXIT_FAIL if HAS_CUDA else harness.EXIT_USAGE), proc.stderr
 
 

@@ -189,6 +189,7 @@ def test_the_cache_hint_only_follows_a_right_first_call(tmp_path):
     checks = audit.audit(zeros, tolerance_shapes=())
     failed = [c for c in checks if c.status == "FAIL"]
     assert failed and failed[0].name.startswith("first call")
+    assert re.search(r"; ERROR at \(0, 0, 0\): result 0\.0, expected -?\d+\.\d+; ", failed[0].reason), failed[0].reason
     assert not any("cached" in c.reason or "read from c" in c.reason for c in failed), [c.line() for c in failed]
     cached = audit.audit(FIXTURES / "wrong_cache_by_pointer.py", tolerance_shapes=())
     assert any(c.status == "FAIL" and "cached by object, pointer" in c.reason for c in cached)

@@ -162,6 +162,17 @@ def test_both_sides_edited_is_refused_and_write_back_then_needs_force(kit):
         assert f"both {CU} and the copy changed since bundle wrote it" in proc.stderr
         assert "--write-back --force` copies the block into" in proc.stderr and "--force` overwrites the block" in \
             proc.stderr
+        # how to keep both: where the two texts are, and a diff of exactly the copy against the file
+        (block,) = [b for b in bundle.blocks(sub.read_text()) if b.path == CU]
+        span = f"{block.first + 1}-{block.end}"
+        assert f"to keep both edits, merge them by hand into one side (the copy is submission.py lines {span}, " \
+               f"the file {CU}; `diff <(sed -n '{span.replace('-', ',')}p' submission.py) {CU}` shows how they " \
+               "differ)" in proc.stderr, proc.stderr
+    shown = subprocess.run(["bash", "-c", f"diff <(sed -n '{block.first + 1},{block.end}p' submission.py) {CU}"],
+                           cwd=kit, capture_output=True, text=True)
+    assert proc.returncode == 1 and [ln for ln in shown.stdout.splitlines() if ln[:2] in ("< ", "> ")] == [
+        f"< {COMMENT_LINE}", f"> {COMMENT_LINE.replace('exactly', 'exact')}",  # the file's edit, then the copy's
+        f"< {CODE_LINE.replace('512', '510')}", f"> {CODE_LINE}"], shown.stdout
     proc = run("--write-back", "--force", "--submission", sub)
     assert proc.returncode == 0, proc.stderr
     assert CODE_LINE.replace("512", "510") in cu.read_text() and COMMENT_LINE in cu.read_text()

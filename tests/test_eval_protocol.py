@@ -113,6 +113,7 @@ def runs(tmp_path_factory, request):
     calls["human.unsupported"] = (human_json, "human.unsupported", "unsupported_backend", TINY)
     calls["human.wrong"] = (human_json, "human.wrong", "wrong_untouched_c", TINY_ONE)
     calls["human.patched_timer"] = (human_json, "human.patched_timer", "wrong_patched_timer_hidden", TINY_ONE)
+    calls["human.supported_bool"] = (human_json, "human.supported_bool", "wrong_supported_bool", TINY_ONE)
     t0 = last = time.monotonic()
     progress(request.config, f"[eval.py end to end] {len(calls)} runs, two at a time ...")
     with ThreadPoolExecutor(2) as pool:
@@ -433,7 +434,7 @@ def test_human_mode_uses_the_kits_files_not_those_beside_the_submission(tmp_path
     (folder / "utils.py").write_text("def set_seed(seed):\n    pass\n")
     proc = human(["--submission", str(folder / "submission.py"), "--shapes", str(FIXTURES / TINY_ONE)])
     assert proc.returncode == 112 and "test: FAIL" in proc.stdout, proc.stdout + proc.stderr
-    assert "mismatch found" in proc.stdout and "the folder reference" not in proc.stdout + proc.stderr
+    assert "FAIL: mismatch: 128 of 128" in proc.stdout and "the folder reference" not in proc.stdout + proc.stderr
     warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
     assert warned == [f"warning: {folder} holds its own utils.py, reference.py: the kit's are used (the server, "
                       "too, puts its own beside the submission)"], proc.stderr
@@ -506,10 +507,30 @@ def test_a_wrong_answer_names_result_and_expected_in_human_mode_only(runs):
     error = report["modes"]["test"]["cases"][0]["error"]
     labelled = re.findall(r"ERROR at \(\d+, \d+, \d+\): result (\S+), expected (\S+)", error)
     assert labelled and len(labelled) == error.count("ERROR at"), error
-    assert error in proc.stdout and error in proc.stderr  # the table's row and the progress line
+    assert (proc.stdout + proc.stderr).count("mismatch found!") == 1  # the whole text once (stderr), the row briefly
+    assert error in proc.stderr and error not in proc.stdout
+    (row,) = [ln for ln in proc.stdout.splitlines() if "FAIL:" in ln]
+    assert row.split("FAIL: ", 1)[1] == harness.brief(error) and len(row) < len(error) / 2 + 60, row
+    assert row.split("FAIL: ", 1)[1].startswith("mismatch: 128 of 128 elements differ, the first at (0, 0, 0): result ")
+    hint = harness.HINT_MARK + "the output is c exactly as the harness handed it over"
+    assert error.count(hint) == row.count(hint) == 1  # wrong_untouched_c returns c as it came
+    assert row.endswith(hint) and len(row) < 250, row  # the hint's first clause only
     server = get(runs, "untouched_c.test").lines["test.0.error"]
     assert server.count("ERROR at") == error.count("ERROR at") and "result" not in server and "expected" not in server
     assert re.search(r"ERROR at \(\d+, \d+, \d+\): \S+ \S+ ", server), server
+    assert harness.HINT_MARK not in server  # protocol mode logs the server's text
+
+
+def test_a_backend_whose_supported_gives_a_bare_bool_is_named_not_the_machine(runs):
+    """A registry backend breaking the (ok, reason) contract of supported(device): one line
+    naming the backend and the contract, exit 112, no case run; nothing blames the machine."""
+    proc, report = runs["human.supported_bool"]
+    assert proc.returncode == 112 and proc.stdout == "" and report is None, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line == (f"error: {fixture('wrong_supported_bool')}: backend 'mine': supported(device) gave True, not the "
+                    "(ok, reason) pair the registry expects, e.g. (True, '') or (False, 'needs a CUDA GPU') "
+                    '(docs/submission.md, "Extending it"); no case ran'), line
+    assert "this machine" not in line
 
 
 def test_human_mode_reports_a_failure(runs):
@@ -563,21 +584,47 @@ def test_human_mode_usage_errors(tmp_path, capsys):
         assert captured.err.startswith("error: ") and captured.out == "", argv
 
 
-def test_human_mode_times_out_a_case_that_never_returns(tmp_path):
-    """--timeout fails the case (table and JSON say why) and stops its worker: the run ends."""
+TIMEOUT_S = 3  # the --timeout of the test below: a case that never returns costs this once
+
+
+def test_human_mode_times_out_a_case_that_never_returns_and_runs_no_more(tmp_path):
+    """--timeout fails the case (table and JSON say why) and stops its worker, and the run stops
+    there: each case after it is one line saying it did not run, on stderr and in the table; the
+    whole run ends within the timeout and 15 s (a worker's start and torch's import)."""
     out = tmp_path / "r.json"
     t0 = time.monotonic()
-    proc = human(["--submission", str(fixture("wrong_never_returns")), "--shapes", str(FIXTURES / TINY_ONE),
-                  "--timeout", "5", "--json", str(out)])
+    proc = human(["--submission", str(fixture("wrong_never_returns")), "--shapes", str(FIXTURES / TINY),
+                  "--timeout", str(TIMEOUT_S), "--json", str(out)])
+    assert time.monotonic() - t0 < TIMEOUT_S + 15, proc.stderr[-3000:]
     assert proc.returncode == 112, proc.stderr[-3000:]
-    assert time.monotonic() - t0 < 120
-    error = json.loads(out.read_text())["modes"]["test"]["cases"][0]["error"]
-    assert "ran longer than 5 s" in error and "test: FAIL" in proc.stdout
+    first, second = json.loads(out.read_text())["modes"]["test"]["cases"]
+    assert f"ran longer than {TIMEOUT_S} s" in first["error"] and "test: FAIL" in proc.stdout
+    skipped = f"a case before it ran past --timeout {TIMEOUT_S} s"
+    assert second["error"] == f"not run: {skipped}"
+    rows = [ln for ln in proc.stdout.splitlines() if "FAIL:" in ln]
+    assert len(rows) == 2 and rows[1].endswith(f"FAIL: not run: {skipped}"), proc.stdout
+    cases = [ln for ln in proc.stderr.splitlines() if ln.startswith("[test ")]
+    assert cases[1] == f"[test 2/2] {second['spec']}: not run ({skipped})", proc.stderr
+    assert "FAIL: not run" not in proc.stderr  # one line for a case that did not run
 
 
-def test_human_mode_ctrl_c_is_one_line(tmp_path):
-    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a case runs:
-    no traceback from eval.py or its worker, one line, exit 130, and no process left behind."""
+def _ctrl_c(pid: int) -> None:  # a terminal's Ctrl-C: SIGINT to the whole process group
+    os.killpg(pid, __import__("signal").SIGINT)
+
+
+def _sigterm(pid: int) -> None:  # `kill -TERM PID`: eval.py alone
+    os.kill(pid, __import__("signal").SIGTERM)
+
+
+@pytest.mark.parametrize("stop, code, said", [
+    (_ctrl_c, harness.EXIT_INTERRUPTED, "error: interrupted (Ctrl-C); no result\n"),
+    (_sigterm, harness.EXIT_TERMINATED, "error: terminated (SIGTERM); no result\n"),
+], ids=["Ctrl-C", "SIGTERM"])
+def test_human_mode_stopped_while_a_case_runs_says_one_line_and_leaves_no_process(stop, code, said):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) or SIGTERM to eval.py alone
+    while a case runs: no traceback from eval.py or its worker, one line, exit 130 or 143 (as a
+    shell reports the signals), and no process of the run left in its session: neither the
+    case's worker nor multiprocessing's resource tracker."""
     import signal
     import threading
     env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
@@ -592,22 +639,28 @@ def test_human_mode_ctrl_c_is_one_line(tmp_path):
             if "custom_kernel entered" in line:
                 entered.set()
 
+    def session() -> list[str]:  # the live processes of the run (a killed one may be a zombie until reaped)
+        ps = subprocess.run(["ps", "-ww", "-o", "pid=,stat=,args=", "-s", str(proc.pid)], capture_output=True,
+                            text=True).stdout
+        return [line for line in ps.splitlines() if not line.split()[1].startswith("Z")]
+
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
         assert entered.wait(RUN_TIMEOUT_S), "".join(lines)
-        os.killpg(proc.pid, signal.SIGINT)
+        running = "\n".join(session())
+        assert "resource_tracker" in running and "spawn_main" in running, running  # what must end with it
+        stop(proc.pid)
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     reader.join(timeout=10)
     after = "".join(lines).split("never returning\n", 1)[1]
-    assert proc.returncode == harness.EXIT_INTERRUPTED == 130, "".join(lines)
-    assert after == "error: interrupted (Ctrl-C); no result\n", after
-    for _ in range(20):  # the killed worker may linger a moment as a zombie until init reaps it
-        ps = subprocess.run(["ps", "-o", "pid=,stat=", "-s", str(proc.pid)], capture_output=True, text=True).stdout
-        alive = [line for line in ps.splitlines() if not line.split()[1].startswith("Z")]
+    assert proc.returncode == code, "".join(lines)
+    assert after == said, after
+    for _ in range(20):
+        alive = session()
         if not alive:
             break
         time.sleep(0.5)

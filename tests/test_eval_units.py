@@ -86,8 +86,52 @@ def test_human_mode_refuses_what_the_server_refuses(tmp_path, capsys):
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert captured.out == "" and len(lines) == 2, captured.err
-    assert all(line.startswith(f"error: {path}: ") for line in lines)
+    assert all(line.startswith(f"error: {path}: ") and line.endswith("; no case ran") for line in lines)
     assert "bytes; the server rejects" in lines[0] and "contains the word" in lines[1]
+
+
+# --------------------------------------------------------------------------- the backend a submission picks
+
+
+def _registry(supported, select=None):
+    """A submission with the kit's registry convention: BACKENDS (records with ``supported``) and select_backend."""
+    import types
+    backends = {"torch": types.SimpleNamespace(supported=lambda device: (True, "")),
+                "mine": types.SimpleNamespace(supported=supported)}
+    return types.SimpleNamespace(BACKENDS=backends, select_backend=select or (lambda device: "torch"))
+
+
+def _raise(exc):
+    raise exc
+
+
+CONTRACT = "not the (ok, reason) pair the registry expects, e.g. (True, '') or (False, 'needs a CUDA GPU')"
+
+
+@pytest.mark.parametrize("module, status, words", [
+    (_registry(lambda device: (False, "needs a GPU")), "ok", "torch"),
+    (_registry(lambda device: True), "broken", f"backend 'mine': supported(device) gave True, {CONTRACT}"),
+    (_registry(lambda device: "yes"), "broken", f"backend 'mine': supported(device) gave 'yes', {CONTRACT}"),
+    (_registry(lambda device: (True,)), "broken", f"backend 'mine': supported(device) gave (True,), {CONTRACT}"),
+    (_registry(lambda device: _raise(KeyError("cc"))), "broken",
+     f"backend 'mine': supported(device) gave an exception (KeyError: 'cc'), {CONTRACT}"),
+    (_registry(lambda device: (True, ""), lambda device: _raise(RuntimeError("no GPU here"))), "cannot run",
+     "RuntimeError: no GPU here"),
+    (_registry(lambda device: (True, ""), lambda device: _raise(ValueError("NVFP4_GEMV_BACKEND='x'"))),
+     "invalid setting", "NVFP4_GEMV_BACKEND='x'"),
+    (_registry(lambda device: (True, ""), lambda device: _raise(TypeError("cannot unpack non-iterable bool"))),
+     "broken", "select_backend(device) raised TypeError: cannot unpack non-iterable bool"),
+], ids=["a pair", "a bare bool", "a string", "a 1-tuple", "raises", "select: RuntimeError", "select: ValueError",
+        "select: TypeError"])
+def test_a_backend_breaking_the_supported_contract_is_the_submissions_fault(monkeypatch, module, status, words):
+    """select_backend's RuntimeError is the machine's (cannot run), its ValueError a setting's; a
+    backend of the registry whose supported(device) is no (ok, reason) pair, or a select_backend
+    raising anything else, is the submission's fault ("broken"), named with the contract."""
+    monkeypatch.setattr(harness, "_submission", lambda: module)
+    got_status, got = harness._backend_here()
+    assert (got_status, got.split(" (docs/submission.md")[0]) == (status, words)
+    if status == "broken" and "supported" in words:
+        assert got.endswith('(docs/submission.md, "Extending it")')
 
 
 # --------------------------------------------------------------------------- a submission without custom_kernel
@@ -137,12 +181,51 @@ def test_human_mode_labels_the_servers_mismatch_numbers():
     want = torch.tensor([100.5, 1.0, 3.0, 2.0], dtype=torch.float16)
     server = "mismatch found! " + " ".join(verbose_allclose(got, want))
     assert "ERROR at (0,): -0.63330078125 100.5 " in server  # the server's format, unlabelled
-    assert ev._labelled(server) == ("mismatch found! Number of mismatched elements: 3 of 4 "
-                                    "ERROR at (0,): result -0.63330078125, expected 100.5 "
-                                    "ERROR at (1,): result nan, expected 1.0 "
-                                    "ERROR at (3,): result -inf, expected 2.0")
+    assert harness.labelled(server) == ("mismatch found! Number of mismatched elements: 3 of 4 "
+                                        "ERROR at (0,): result -0.63330078125, expected 100.5 "
+                                        "ERROR at (1,): result nan, expected 1.0 "
+                                        "ERROR at (3,): result -inf, expected 2.0")
+    audit = "; ".join(verbose_allclose(got, want, max_print=1))  # the audit's and ab's joining
+    assert harness.labelled(audit) == ("Number of mismatched elements: 3 of 4; ERROR at (0,): result -0.63330078125, "
+                                       "expected 100.5; ... and 2 more mismatched elements.")
     for other in ("SIZE MISMATCH: received shape (2,), expected (3,)", "ERROR at (0,): tensor(1.) x", ""):
-        assert ev._labelled(other) == other
+        assert harness.labelled(other) == other
+
+
+def test_the_table_holds_a_mismatch_briefly_with_its_hint():
+    """A table row gets a mismatch as its count and first element (labelled), the hint's first
+    clause kept; other failures as they are."""
+    import torch
+
+    from utils import verbose_allclose
+    got = torch.tensor([5.0, 1.0, 3.0, 7.0, 9.0, 11.0, 13.0], dtype=torch.float16)
+    want = torch.zeros(7, dtype=torch.float16)
+    text = "mismatch found! custom implementation doesn't match reference: " + " ".join(verbose_allclose(got, want))
+    assert len(text) > 250 and "... and 2 more mismatched elements." in text
+    first = "the first at (0,): result 5.0, expected 0.0"
+    assert harness.brief(text) == harness.brief(harness.labelled(text)) == f"mismatch: 7 of 7 elements differ, {first}"
+    hinted = text + harness.HINT_MARK + "the output is c as it came: write into c."
+    hint = f"{harness.HINT_MARK}the output is c as it came"
+    assert harness.brief(hinted) == f"mismatch: 7 of 7 elements differ, {first}.{hint}"
+    for other in ("custom_kernel raised ValueError: no", "not run: a case before it ran past --timeout 5 s"):
+        assert harness.brief(other) == other
+
+
+@pytest.mark.parametrize("given, hinted", [("mine.py", True), (None, False)], ids=["human mode", "protocol mode"])
+def test_an_output_that_is_c_untouched_gets_a_hint_for_a_person(monkeypatch, given, hinted):
+    """custom_kernel returning c as handed over fails with the server's text, plus (for a file
+    given to human mode, the audit or ab: not in protocol mode, which logs the server's text) a
+    hint saying that c came back unwritten; a wrong output that is not c gets no hint."""
+    import types
+    monkeypatch.setitem(harness._worker_config, "submission", given)
+    case = {"m": 128, "k": 256, "l": 1, "seed": 1}
+    monkeypatch.setitem(sys.modules, "submission", types.SimpleNamespace(custom_kernel=lambda data: data[-1]))
+    ok, message = harness._run_test_case(case)
+    assert not ok and message.startswith("mismatch found!")
+    assert (harness.HINT_MARK + "the output is c exactly as the harness handed it over" in message) is hinted
+    monkeypatch.setitem(sys.modules, "submission", types.SimpleNamespace(custom_kernel=lambda data: data[-1] * 0 + 1))
+    ok, message = harness._run_test_case(case)
+    assert not ok and "mismatch found!" in message and harness.HINT_MARK not in message
 
 
 # --------------------------------------------------------------------------- parser
@@ -498,6 +581,20 @@ def test_worker_heartbeat(monkeypatch):
     assert len(beats) >= 3 and beats == sorted(beats) and beats[0] >= 0.25
 
 
+def test_the_heartbeat_names_the_limit_and_how_to_stop():
+    line = ev.heartbeat_line(20.4, 600)
+    assert line.startswith("    ... still running (20 s of at most 600 s") and "--timeout" in line and "Ctrl-C" in line
+
+
+def test_sigterm_raises_terminated_in_the_block_and_the_handler_comes_back():
+    import signal
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(harness.Terminated), harness.sigterm_raises():
+        os.kill(os.getpid(), signal.SIGTERM)
+        __import__("time").sleep(5)  # not reached: the handler runs as os.kill returns
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_worker_start_spawns_its_process_in_the_callers_order():
     """A worker's process is spawned by its first call; start() makes that call, so processes
     start in the order their workers are started (ab alternates it from worker set to set): each
@@ -522,6 +619,22 @@ def test_worker_timeout_kills_the_call_and_starts_afresh(monkeypatch):
             worker.call(time.sleep, 60)
         assert time.monotonic() - t0 < 20
         assert worker.call(os.getpid) != first
+
+
+def test_a_worker_that_stops_after_a_timeout_runs_nothing_more():
+    """Human mode's worker: after a call ran past the timeout, each later call fails at once,
+    naming the timeout, without a process (one hang costs one timeout, not one per case)."""
+    import time
+    with harness.Worker(None, "official", True, timeout=1.5, stop_after_timeout=True) as worker:
+        worker.call(os.getpid)
+        with pytest.raises(harness.WorkerDied, match="ran longer than 1.5 s"):
+            worker.call(time.sleep, 60)
+        assert worker.stopped == "a case before it ran past --timeout 1.5 s"
+        t0 = time.monotonic()
+        for _ in range(3):
+            with pytest.raises(harness.WorkerDied, match="^not run: a case before it ran past --timeout 1.5 s$"):
+                worker.call(os.getpid)
+        assert time.monotonic() - t0 < 1 and worker._pool is None
 
 
 def test_backend_picks_and_label(monkeypatch):
