@@ -1,9 +1,11 @@
 """Time an nvfp4_gemv submission on a cloud B200 (Modal), under the kit's harness, the
-server's own harness, or both; or run the kit's own checks there.
+server's own harness, KernelBot's evaluation, or several in one container; or run the kit's own
+checks there.
 
     modal setup                                  # once: stores a Modal token
     modal run modal_app.py --submission submission.py --mode all --runs 3
     modal run modal_app.py --harness both        # the kit's eval.py and the server's, same GPU
+    modal run modal_app.py --harness kit+kernelbot   # the kit's eval.py and KernelBot's run_config
     modal run modal_app.py --job all             # the test suite, the kernel benchmark, a config sweep
 
 The GPU function lays out a harness's four files (eval.py, task.py, utils.py, reference.py)
@@ -15,9 +17,14 @@ eval.py and reference.py import). Harness ``server``: the literal files
 of gpu-mode/reference-kernels at the commit of ``--harness-date`` (``SERVER_COMMITS``,
 ``SERVER_SOURCES``), fetched by git when
 the Modal image is built (never stored in this repository); the build records the full commit
-hash it resolved, and every result carries it. The function returns the parsed ``key: value``
-lines; the local side prints the same tables for every harness (eval.py's formatter) and
-writes a JSON file (default under benchmarks/results/).
+hash it resolved, and every result carries it. Harness ``kernelbot``: KernelBot's own task
+construction and evaluation of the server's task, as popcorn-cli's ``submit --local`` runs them
+(``libkernelbot.task.make_task_definition``, ``build_task_config``,
+``libkernelbot.run_eval.run_config``), with gpu-mode/kernelbot at ``KERNELBOT_COMMIT`` and the
+task at the server commit the kit mirrors, both fetched by the image build (``kernelbot_evaluate``;
+where that runner resolves ``main`` at each run, this one is pinned). The function returns the
+parsed ``key: value`` lines; the local side prints the same tables for every harness (eval.py's
+formatter) and writes a JSON file (default under benchmarks/results/).
 
 Jobs (``--job``; the default, ``eval``, is the above): ``check`` runs the whole test suite
 (``python3 -m pytest``) on the GPU and returns its junit summary and failures; ``bench`` runs
@@ -37,14 +44,16 @@ is one line, exit 2. ``--image`` picks the container image (``IMAGES``: the lead
 or kernelbot's runner image now); only that one is defined, and every result records it.
 
 The bodies of the GPU functions are ``evaluate`` and ``job_step``, plain Python that runs
-anywhere (the tests run them on CPU: test mode with stand-in server files; a small suite; a
-stand-in bench script). Modal bills the container per second while it runs.
+anywhere (the tests run them on CPU: test mode with stand-in server files and a stand-in
+KernelBot package; a small suite; a stand-in bench script). Modal bills the container per second
+while it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import importlib.metadata
 import inspect
 import json
@@ -90,8 +99,10 @@ PYTHON_VERSION = "3.12"
 TORCH_INDEX_URL = "https://download.pytorch.org/whl/cu130"  # the official runner's index
 TORCH_PACKAGES = ("torch==2.9.1", "triton==3.5.1")  # triton: the version torch 2.9.1 requires
 # numpy; the CUTLASS DSL, which the server's eval.py imports (its OpError), at the version of
-# the GPU MODE runner image that also pinned torch 2.9.1 from cu130.
-PYPI_PACKAGES = ("numpy==2.3.5", "nvidia-cutlass-dsl==4.3.5")
+# the GPU MODE runner image that also pinned torch 2.9.1 from cu130; PyYAML, which KernelBot's
+# task loader imports (--harness kernelbot; that runner image installs it unpinned: here the
+# version the kit's offline check of the loader ran with).
+PYPI_PACKAGES = ("numpy==2.3.5", "nvidia-cutlass-dsl==4.3.5", "PyYAML==6.0.3")
 # --image runner: the image of GPU MODE's Modal runner as it is now, gpu-mode/kernelbot
 # src/runners/modal_runner.py at 4bdd839ad76eaac0cdab986d30f8d77f989a289b (2026-07-15; the image
 # last changed in ae732f7bf6f9, 2026-07-06): its CUDA base and Python, its apt packages, its pip
@@ -123,7 +134,10 @@ SERVER_FILES = kit_harness.SERVER_FILES  # what the server copies
 LAYOUT_FILES = (*SERVER_FILES, *kit_harness.KIT_SUPPORT_FILES)  # ... and what the kit's reference.py imports
 KIT_FILES = (*LAYOUT_FILES, "shapes.json")
 MODES = ("test", "benchmark", "leaderboard", "all")
-HARNESSES = ("kit", "server", "both")
+HARNESSES = ("kit", "server", "both", "kernelbot", "kit+kernelbot", "all")
+# --harness -> the harnesses it runs, in this order, in one container on one GPU.
+HARNESS_PLANS = {"both": ("kit", "server"), "kit+kernelbot": ("kit", "kernelbot"),
+                 "all": ("kit", "server", "kernelbot")}
 # The server's harness: gpu-mode/reference-kernels at the commit of each harness date
 # (harness.HARNESS_DATES; they differ for this problem only in leaderboard mode's repeats):
 # "2025-11-11", the files the nvfp4_gemv leaderboard ran on until its deadline (2025-11-29);
@@ -144,6 +158,28 @@ SERVER_SOURCES = {  # file in the run folder -> path in the repository
 }
 SERVER_DIRS = {date: f"/root/server-{date}" for date in SERVER_COMMITS}
 SERVER_DIR = SERVER_DIRS[kit_harness.HARNESS_DATE]
+# --harness kernelbot: KernelBot's own task construction and evaluation of the server's task, as
+# popcorn-cli's `submit --local` runs them in the user's Modal workspace (gpu-mode/popcorn-cli
+# templates/local_modal_runner.py at 32461c1ad183b4c9f7d1ab56256fb3dbcdfdf27d:
+# libkernelbot.task.make_task_definition on the problem's task.yml, build_task_config with the
+# GPU's arch and the mode, libkernelbot.run_eval.run_config in a folder of its own), pinned where
+# that runner follows main: kernelbot at KERNELBOT_COMMIT (the runner image's revision, --image
+# runner), the task at the server commit the kit mirrors (SERVER_COMMITS[KERNELBOT_DATE]). The
+# image build fetches both (the package src/libkernelbot; problems/nvidia's eval.py, utils.py and
+# nvfp4_gemv/, whose task.yml names ../eval.py and ../utils.py) and records each full hash.
+KERNELBOT_REPO_URL = "https://github.com/gpu-mode/kernelbot"
+KERNELBOT_COMMIT = "4bdd839ad76eaac0cdab986d30f8d77f989a289b"
+KERNELBOT_DATE = "2026-01-13"  # the harness date whose server files its task runs (f83cb92)
+KERNELBOT_DIR = "/root/kernelbot"  # libkernelbot/ and REVISION
+KERNELBOT_SOURCES = {"libkernelbot": "src/libkernelbot"}
+KERNELBOT_TASK_DIR = "/root/kernelbot-task"  # eval.py, utils.py, nvfp4_gemv/ and REVISION
+KERNELBOT_TASK_SOURCES = {"eval.py": "problems/nvidia/eval.py", "utils.py": "problems/nvidia/utils.py",
+                          "nvfp4_gemv": "problems/nvidia/nvfp4_gemv"}
+KERNELBOT_TASK = "nvfp4_gemv/task.yml"
+KERNELBOT_GPU = "B200"  # KernelBot's name of the GPU whose arch build_task_config gets (its GPU_TO_SM)
+# The kit's --mode -> KernelBot's mode: its leaderboard mode runs test, then benchmark, then
+# leaderboard, each only if the one before passed (libkernelbot.run_eval.run_evaluation), as `all`.
+KERNELBOT_MODES = {"test": "test", "benchmark": "benchmark", "leaderboard": "leaderboard", "all": "leaderboard"}
 PROTOCOL_TIMEOUT_S = 1500  # one eval.py run
 RESULTS_DIR = HERE / "benchmarks" / "results"
 FUNCTION_OPTIONS = {"gpu": DEFAULT_GPU, "timeout": TIMEOUT_S}
@@ -182,19 +218,36 @@ AB_SET_OPTIONS = ("json", "new_first")  # ab options the job sets itself
 
 
 
-def server_fetch_commands(commit: str = SERVER_COMMIT, dest: str = SERVER_DIR,
-                          repo_url: str = SERVER_REPO_URL) -> list[str]:
-    """Shell commands (one image build step each) that put the server's files of ``commit``
-    into ``dest`` under their run-folder names, with the resolved full hash in dest/REVISION."""
-    clone = "/tmp/reference-kernels"
+def git_fetch_commands(repo_url: str, commit: str, sources: dict, dest: str, clone: str) -> list[str]:
+    """Shell commands (one image build step each) that put ``sources`` ({name in dest: path in the
+    repository}, files or folders) of ``commit`` into ``dest``, with the resolved full hash in
+    dest/REVISION; a commit the repository does not have fails the build, saying so."""
     return [
         f"rm -rf {clone} && git clone --quiet --filter=blob:none --no-checkout {repo_url} {clone}",
         f"git -C {clone} rev-parse --verify --quiet {commit}^{{commit}} > {clone}.rev "
         f"|| (echo 'error: commit {commit} not found in {repo_url}' >&2; exit 1)",
-        f"git -C {clone} checkout --quiet {commit} -- {' '.join(SERVER_SOURCES.values())}",
-        f"mkdir -p {dest} && " + " && ".join(f"cp {clone}/{src} {dest}/{name}" for name, src in SERVER_SOURCES.items())
+        f"git -C {clone} checkout --quiet {commit} -- {' '.join(sources.values())}",
+        f"mkdir -p {dest} && " + " && ".join(f"cp -r {clone}/{src} {dest}/{name}" for name, src in sources.items())
         + f" && mv {clone}.rev {dest}/REVISION && rm -rf {clone}",
     ]
+
+
+def server_fetch_commands(commit: str = SERVER_COMMIT, dest: str = SERVER_DIR,
+                          repo_url: str = SERVER_REPO_URL) -> list[str]:
+    """Shell commands (one image build step each) that put the server's files of ``commit``
+    into ``dest`` under their run-folder names, with the resolved full hash in dest/REVISION."""
+    return git_fetch_commands(repo_url, commit, SERVER_SOURCES, dest, "/tmp/reference-kernels")
+
+
+def kernelbot_fetch_commands(commit: str = KERNELBOT_COMMIT, task_commit: str = SERVER_COMMITS[KERNELBOT_DATE],
+                             dest: str = KERNELBOT_DIR, task_dest: str = KERNELBOT_TASK_DIR,
+                             repo_url: str = KERNELBOT_REPO_URL, task_repo_url: str = SERVER_REPO_URL) -> list[str]:
+    """The image build steps of --harness kernelbot: KernelBot's package of ``commit`` into
+    ``dest`` and the server's task folder of ``task_commit`` into ``task_dest``, each with its
+    full hash in REVISION."""
+    return (git_fetch_commands(repo_url, commit, KERNELBOT_SOURCES, dest, "/tmp/kernelbot")
+            + git_fetch_commands(task_repo_url, task_commit, KERNELBOT_TASK_SOURCES, task_dest,
+                                 "/tmp/reference-kernels-task"))
 
 
 def _flag(argv: list[str], name: str, default: str) -> str:
@@ -239,7 +292,7 @@ def runner_header_commands() -> tuple[str, ...]:
 def image_steps(kind: str) -> list[tuple]:
     """The build of image ``kind`` as data, step by step: ("registry", tag, python), ("apt", packages),
     ("pip", packages, index URL or None), ("uv", packages), ("run", commands), ("env", variables).
-    Both end with the server's files (a git step) and ENV_IMAGE."""
+    Both end with the server's files, KernelBot's package and task (git steps) and ENV_IMAGE."""
     if kind == "leaderboard":
         steps = [("registry", CUDA_IMAGE, PYTHON_VERSION), ("apt", ("git",)),
                  ("pip", TORCH_PACKAGES, TORCH_INDEX_URL), ("pip", PYPI_PACKAGES, None)]
@@ -252,7 +305,7 @@ def image_steps(kind: str) -> list[tuple]:
         raise ValueError(f"--image must be one of {', '.join(IMAGES)}, got {kind!r}")
     fetch = tuple(c for date, commit in SERVER_COMMITS.items()
                   for c in server_fetch_commands(commit, SERVER_DIRS[date]))
-    return [*steps, ("run", fetch), ("env", {ENV_IMAGE: kind})]
+    return [*steps, ("run", fetch), ("run", tuple(kernelbot_fetch_commands())), ("env", {ENV_IMAGE: kind})]
 
 
 IMAGE_SOURCES = {"leaderboard": "the nvfp4_gemv leaderboard's time: torch 2.9.1 from cu130 with its triton, the "
@@ -317,7 +370,7 @@ def plan(mode: str) -> list[str]:
 def harness_plan(harness: str) -> list[str]:
     if harness not in HARNESSES:
         raise ValueError(f"--harness must be one of {', '.join(HARNESSES)}, got {harness!r}")
-    return ["kit", "server"] if harness == "both" else [harness]
+    return list(HARNESS_PLANS.get(harness, (harness,)))
 
 
 def harness_sources(harness: str, kit_dir: str | Path = HERE, server_dir: str | Path = SERVER_DIR) -> dict:
@@ -369,8 +422,10 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
     each run holds the exit status, the parsed lines, the summary and the tail of stderr. A
     mode passes when eval.py exits 0, logs ``check: pass`` and every case passed (the server's
     leaderboard mode exits 0 after a failure)."""
+    if harness == "kernelbot":
+        return kernelbot_evaluate(submission_source, mode, runs, test_shapes, benchmark_shapes, kit_dir)
     if harness not in ("kit", "server"):
-        raise ValueError(f"harness must be kit or server, got {harness!r}")
+        raise ValueError(f"harness must be kit, server or kernelbot, got {harness!r}")
     kit_dir = Path(kit_dir)
     shapes = kit_harness.load_shapes(kit_dir / "shapes.json")
     cases = {"test": test_shapes or shapes["tests"], "timed": benchmark_shapes or shapes["benchmarks"]}
@@ -401,6 +456,97 @@ def evaluate(submission_source: str, mode: str = "all", runs: int = 1,
                 if not summary["passed"]:
                     result["passed"] = False
                     return result
+    return result
+
+
+@contextlib.contextmanager
+def _kernelbot_here(kernelbot_dir: Path, work: Path):
+    """While the block runs: ``kernelbot_dir`` first on the import path, ``work`` the working
+    directory (run_config writes the task's files there and runs ``python3 eval.py`` from it), and
+    ``python3`` on PATH this interpreter (the one with the image's packages); all put back after."""
+    saved = os.getcwd(), os.environ.get("PATH", ""), list(sys.path)
+    bin_dir = work / ".bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    sys.path.insert(0, str(kernelbot_dir))
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{saved[1]}"
+    os.chdir(work)
+    try:
+        yield
+    finally:
+        os.chdir(saved[0])
+        os.environ["PATH"] = saved[1]
+        sys.path[:] = saved[2]
+
+
+def kernelbot_entry(kind: str, stage: dict, sol: dict) -> dict:
+    """One stage of KernelBot's result (an EvalResult as a dict; ``kind`` test, benchmark or
+    leaderboard) as ``evaluate`` records a run: exit status, seconds, the parsed lines, the
+    summary (passed: exit 0, ``check: pass`` and every case passed), the tail of stderr."""
+    run = stage.get("run") or {}
+    lines = {str(k): str(v) for k, v in (run.get("result") or {}).items()}
+    summary = kit_harness.summarize(kind, kit_harness.results_from_popcorn(lines, kind), sol)
+    summary["passed"] = summary["passed"] and run.get("exit_code") == 0 and lines.get("check") == "pass"
+    compiled = stage.get("compilation") or {}
+    tail = "\n".join(x for x in (compiled.get("stderr") if compiled.get("success") is False else "",
+                                  run.get("stderr") or "") if x)
+    return {"returncode": run.get("exit_code"), "seconds": round(float(run.get("duration") or 0), 1), "lines": lines,
+            "summary": summary, "stderr_tail": tail[-4000:]}
+
+
+def kernelbot_evaluate(submission_source: str, mode: str = "all", runs: int = 1,
+                       test_shapes: list[dict] | None = None, benchmark_shapes: list[dict] | None = None,
+                       kit_dir: str | Path = HERE, kernelbot_dir: str | Path | None = None,
+                       task_dir: str | Path | None = None) -> dict:
+    """KernelBot's evaluation of ``submission_source`` as popcorn-cli's local runner makes it:
+    the task definition from ``task_dir``'s task.yml, ``build_task_config`` (the B200's arch and
+    KernelBot's mode for ``mode``, ``KERNELBOT_MODES``), ``run_config``; once, or for the timed
+    modes ``runs`` times. ``test_shapes`` / ``benchmark_shapes`` replace the task's cases (the
+    offline tests' small ones). Returns what ``evaluate`` returns (harness "kernelbot", revision
+    both full hashes) with KernelBot's system record; a stage is recorded under its own name.
+    ``kernelbot_dir`` / ``task_dir``: where the image build put them (None: KERNELBOT_DIR,
+    KERNELBOT_TASK_DIR)."""
+    from dataclasses import asdict, is_dataclass
+
+    kernelbot_dir, task_dir = Path(kernelbot_dir or KERNELBOT_DIR), Path(task_dir or KERNELBOT_TASK_DIR)
+    device = gpu_name()
+    revisions = [harness_revision("server", d) for d in (kernelbot_dir, task_dir)]
+    plan(mode)  # a mode the kit knows
+    result = {"device": device, "image": image_in_use(), "harness": "kernelbot", "harness_date": KERNELBOT_DATE,
+              "revision": f"gpu-mode/kernelbot at {revisions[0]}, gpu-mode/reference-kernels at {revisions[1]}",
+              "passed": True, "modes": {},
+              "kernelbot_mode": KERNELBOT_MODES[mode]}
+    sol = kit_harness.sol_lookup(kit_harness.load_shapes(Path(kit_dir) / "shapes.json"))
+    for i in range(1 if mode == "test" else max(1, runs)):
+        with tempfile.TemporaryDirectory(prefix="nvfp4_kernelbot_") as tmp, _kernelbot_here(kernelbot_dir, Path(tmp)):
+            try:
+                from libkernelbot.consts import GPU_TO_SM, SubmissionMode
+                from libkernelbot.run_eval import run_config
+                from libkernelbot.task import build_task_config, make_task_definition
+
+                definition = make_task_definition(task_dir / KERNELBOT_TASK)
+                config = build_task_config(task=definition.task, submission_content=submission_source,
+                                           arch=GPU_TO_SM.get(KERNELBOT_GPU) if "B200" in device.upper() else None,
+                                           mode=SubmissionMode(result["kernelbot_mode"]))
+                config.update({k: v for k, v in (("tests", test_shapes), ("benchmarks", benchmark_shapes)) if v})
+                full = run_config(config)
+            except Exception as exc:  # noqa: BLE001 - KernelBot failed to run: recorded, as the local runner does
+                result.update(passed=False, error=kit_harness.one_line(f"{type(exc).__name__}: {exc}"))
+                return result
+        full = asdict(full) if is_dataclass(full) else full
+        result["system"] = full.get("system")
+        stages = full.get("runs") or {}
+        if not full.get("success") or not stages:
+            result.update(passed=False, error=kit_harness.one_line(full.get("error") or "run_config ran no stage"))
+            return result
+        for kind, stage in stages.items():
+            if i and kind == "test":  # KernelBot's leaderboard mode tests again each time: recorded once
+                continue
+            entry = kernelbot_entry(kind, stage, sol)
+            result["modes"].setdefault(kind, []).append(entry)
+            result["passed"] = result["passed"] and entry["summary"]["passed"]
+        if not result["passed"]:
+            return result
     return result
 
 
@@ -581,6 +727,8 @@ def report(result: dict) -> str:
     """The tables of every run of one harness (eval.py's formatter) and, for repeated timed
     modes, the per-run geometric means and their average."""
     out = [f"=== harness: {result['harness']} ({harness_label(result)})", ""]
+    if result.get("error"):  # the harness itself did not run (KernelBot's, where it fails to load or run)
+        out += [f"error: {result['error']}", ""]
     for m, entries in result["modes"].items():
         geos = []
         for i, entry in enumerate(entries):
@@ -620,6 +768,8 @@ def flag_impossible_times(results: list[dict]) -> None:
 def harness_label(result: dict) -> str:
     if result["harness"] == "kit":
         return "this repository's eval.py, task.py, utils.py, reference.py"
+    if result["harness"] == "kernelbot":
+        return f"KernelBot's run_config, {result.get('kernelbot_mode', '?')} mode, on {result['revision']}"
     return f"the server's files, {SERVER_REPO_URL.split('github.com/')[-1]} at {result['revision']}"
 
 
@@ -896,8 +1046,11 @@ OPTION_HELP = {
              "the previous passed (default all)"),
     "harness": ("|".join(HARNESSES), "eval: kit = this repository's eval.py, task.py, utils.py, reference.py; "
                 f"server = those of {SERVER_REPO_URL.split('github.com/')[-1]} at the --harness-date's commit "
-                "(fetched when the image is built); both = kit, then server, in one container on the same GPU "
-                "(default kit)"),
+                "(fetched when the image is built); kernelbot = KernelBot's own evaluation (libkernelbot.run_eval."
+                "run_config, as popcorn-cli's submit --local calls it) of the server's task, pinned: "
+                f"gpu-mode/kernelbot {KERNELBOT_COMMIT[:7]}, the task at {SERVER_COMMITS[KERNELBOT_DATE][:7]} "
+                f"(harness date {KERNELBOT_DATE} only); both = kit, then server; kit+kernelbot = kit, then kernelbot; "
+                "all = kit, server, kernelbot; each set in one container on the same GPU (default kit)"),
     "harness_date": ("|".join(kit_harness.HARNESS_DATES), "eval: the server's leaderboard loop of that date, for both "
                      "harnesses: 2025-11-11 = the nvfp4_gemv leaderboard's own (200 repeats per case, "
                      f"{SERVER_COMMITS['2025-11-11'][:7]}; use it to compare with the public results), 2026-01-13 = "
@@ -1056,6 +1209,10 @@ def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval"
     if n < 1:
         return f"error: --runs must be at least 1, got {n}"
     problem = gpu_problem(gpu)
+    if not problem and job == "eval" and "kernelbot" in harness_plan(harness) and harness_date != KERNELBOT_DATE:
+        problem = (f"error: --harness {harness} --harness-date {harness_date}: KernelBot's harness runs the server's "
+                   f"task at {SERVER_COMMITS[KERNELBOT_DATE][:7]} ({KERNELBOT_DATE}) only; drop --harness-date, or "
+                   "pick kit, server or both")
     for flag, text in (("--bench-args", bench_args), ("--sweep-args", sweep_args)):
         problem = problem or (bench_args_problem(flag, text) if text.strip() else None)
     if problem:
@@ -1069,7 +1226,7 @@ def check_args(submission: str, mode: str, harness: str, runs, job: str = "eval"
 
 
 def gpu_warning(harness: str, gpu: str) -> str | None:
-    if "server" in harness_plan(harness) and "B200" not in gpu.upper():
+    if {"server", "kernelbot"} & set(harness_plan(harness)) and "B200" not in gpu.upper():
         return (f"warning: --gpu {gpu}: the server's reference.py computes the expected output with FP4 "
                 "torch._scaled_mm, which runs only on a B200 (compute capability 10.x); its cases will fail")
     return None

@@ -217,7 +217,8 @@ def test_modal_run_help_describes_every_option(help_process):
     text = " ".join(proc.stdout.split())
     for name, (metavar, what) in modal_app.OPTION_HELP.items():
         assert f"--{name.replace('_', '-')} {metavar}" in text and " ".join(what.split()) in text, name
-    assert "--mode test|benchmark|leaderboard|all" in text and "--harness kit|server|both" in text
+    assert "--mode test|benchmark|leaderboard|all" in text
+    assert "--harness kit|server|both|kernelbot|kit+kernelbot|all" in text
     assert "--job eval|check|bench|sweep|roofline|ab|all" in text
     for job in ("check = the kit's whole test suite", "bench = benchmarks/bench_kernel.py", "sweep = bench_kernel.py",
                 "all = check, bench, sweep in turn"):
@@ -237,7 +238,9 @@ ARG_ERRORS = [
     (["--mode", "bogus"], "--mode must be one of test, benchmark, leaderboard, all, got 'bogus'"),
     (["--runs", "0"], "--runs must be at least 1, got 0"),
     (["--runs=x"], "--runs must be a whole number (at least 1), got 'x'"),
-    (["--harness", "nope"], "--harness must be one of kit, server, both, got 'nope'"),
+    (["--harness", "nope"], "--harness must be one of kit, server, both, kernelbot, kit+kernelbot, all, got 'nope'"),
+    (["--harness", "kit+kernelbot", "--harness-date", "2025-11-11"],
+     "KernelBot's harness runs the server's task at f83cb92 (2026-01-13) only"),
     (["--mode", "test", "--mode", "bogus"], "got 'bogus'"),  # the last one given counts, as in click
     (["--submission", "missing.py"], "missing.py not found"),
     (["--submission", "tests"], "tests is a folder, not a submission file"),
@@ -270,6 +273,9 @@ def test_plan():
         modal_app.plan("profile")
     assert modal_app.harness_plan("both") == ["kit", "server"]
     assert modal_app.harness_plan("server") == ["server"]
+    assert modal_app.harness_plan("kernelbot") == ["kernelbot"]
+    assert modal_app.harness_plan("kit+kernelbot") == ["kit", "kernelbot"]
+    assert modal_app.harness_plan("all") == ["kit", "server", "kernelbot"]
     with pytest.raises(ValueError, match="--harness"):
         modal_app.harness_plan("official")
 
@@ -442,9 +448,18 @@ def summary_of(mode, text):
     return lines, kit_harness.summarize(mode, kit_harness.results_from_popcorn(lines, mode))
 
 
-def test_entrypoint_both_harnesses_side_by_side(tmp_path, monkeypatch, capsys):
-    """--harness both: one remote call with both harnesses; each harness's tables under its
-    name and revision, then one comparison table; the verdict is both verdicts."""
+FULL = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize("harness, other, date, head", [
+    ("both", "server", "2025-11-11", f"=== harness: server (the server's files, gpu-mode/reference-kernels at {FULL})"),
+    ("kit+kernelbot", "kernelbot", "2026-01-13",
+     f"=== harness: kernelbot (KernelBot's run_config, benchmark mode, on gpu-mode/kernelbot at {FULL}, "
+     f"gpu-mode/reference-kernels at {FULL})"),
+], ids=["both", "kit+kernelbot"])
+def test_entrypoint_two_harnesses_side_by_side(tmp_path, monkeypatch, capsys, harness, other, date, head):
+    """--harness both (or kit+kernelbot): one remote call with both harnesses; each harness's
+    tables under its name and revision, then one comparison table; the verdict is both verdicts."""
     spec = "m: 7168; k: 16384; l: 1; seed: 1111"
 
     def result(harness, revision, mean_ns, passed):
@@ -453,18 +468,19 @@ def test_entrypoint_both_harnesses_side_by_side(tmp_path, monkeypatch, capsys):
                                     f"benchmark.0.err: 1.0\nbenchmark.0.best: {mean_ns}\n"
                                     f"benchmark.0.worst: {mean_ns}\ncheck: pass\n")
         return {"device": "NVIDIA B200", "harness": harness, "revision": revision, "passed": passed,
+                "kernelbot_mode": "benchmark",
                 "modes": {"benchmark": [{"returncode": 0, "lines": lines, "summary": summary, "stderr_tail": ""}]}}
 
-    full = "0123456789abcdef0123456789abcdef01234567"
-    fake = FakeRemote([result("kit", "this repository", 10e3, True), result("server", full, 11e3, True)])
+    revision = FULL if other == "server" else f"gpu-mode/kernelbot at {FULL}, gpu-mode/reference-kernels at {FULL}"
+    fake = FakeRemote([result("kit", "this repository", 10e3, True), result(other, revision, 11e3, True)])
     monkeypatch.setattr(modal_app, "run_remote", fake)
-    entry(submission=str(FIXTURES / "good_submission.py"), mode="benchmark", harness="both",
-          out=str(tmp_path / "r.json"), harness_date="2025-11-11")
-    assert fake.calls[0][-2:] == (["kit", "server"], "2025-11-11")
-    assert json.loads((tmp_path / "r.json").read_text())["harness_date"] == "2025-11-11"
+    entry(submission=str(FIXTURES / "good_submission.py"), mode="benchmark", harness=harness,
+          out=str(tmp_path / "r.json"), harness_date=date)
+    assert fake.calls[0][-2:] == (["kit", other], date)
+    assert json.loads((tmp_path / "r.json").read_text())["harness_date"] == date
     printed = capsys.readouterr().out
     assert "=== harness: kit (this repository's eval.py" in printed
-    assert f"=== harness: server (the server's files, gpu-mode/reference-kernels at {full})" in printed
+    assert head in printed
     assert re.search(r"benchmark\s+PASS 10\.000 µs\s+PASS 11\.000 µs", printed), printed
     assert re.search(r"test\s+not run\s+not run", printed)
     assert printed.rstrip().endswith("PASS")
@@ -472,6 +488,7 @@ def test_entrypoint_both_harnesses_side_by_side(tmp_path, monkeypatch, capsys):
 
 def test_server_harness_on_another_gpu_warns(tmp_path, monkeypatch, capsys):
     assert modal_app.gpu_warning("kit", "H100") is None and modal_app.gpu_warning("server", "B200") is None
+    assert modal_app.gpu_warning("kit+kernelbot", "H100") and modal_app.gpu_warning("kernelbot", "B200") is None
     fake = FakeRemote([])
     monkeypatch.setattr(modal_app, "run_remote", fake)
     entry(submission=str(FIXTURES / "good_submission.py"), harness="both", gpu="H100", out=str(tmp_path / "r.json"))
@@ -504,26 +521,36 @@ def test_server_files_and_commit_pinned():
     assert modal_app.harness_sources("kit") == {n: ROOT / n for n in modal_app.LAYOUT_FILES}
 
 
-def test_server_fetch_commands_against_a_local_repository(tmp_path):
-    """The image build steps, run here against a stand-in repository: the four files of the
-    pinned (short) commit under their run-folder names, a later commit ignored, the full hash
-    recorded; an unknown commit fails with a message."""
-    repo = tmp_path / "reference-kernels"
+def local_repository(repo, paths, later: str) -> str:
+    """A stand-in repository at ``repo``: ``paths`` written as "# PATH as pinned" and committed (the
+    commit returned, full hash), then ``later`` changed in a second commit that must be ignored."""
     repo.mkdir()
     git("init", "-q", cwd=repo)
-    for path in modal_app.SERVER_SOURCES.values():
+    for path in paths:
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(f"# {path} as pinned\n")
     git("add", ".", cwd=repo)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "pinned", cwd=repo)
     full = git("rev-parse", "HEAD", cwd=repo)
-    (repo / "problems/nvidia/eval.py").write_text("# a later revision\n")
+    (repo / later).write_text("# a later revision\n")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "later", cwd=repo)
+    return full
 
-    dest = tmp_path / "server"
-    for command in modal_app.server_fetch_commands(full[:7], str(dest), str(repo)):
+
+def run_steps(commands) -> None:
+    for command in commands:
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, (command, proc.stderr)
+
+
+def test_server_fetch_commands_against_a_local_repository(tmp_path):
+    """The image build steps, run here against a stand-in repository: the four files of the
+    pinned (short) commit under their run-folder names, a later commit ignored, the full hash
+    recorded; an unknown commit fails with a message."""
+    repo = tmp_path / "reference-kernels"
+    full = local_repository(repo, modal_app.SERVER_SOURCES.values(), "problems/nvidia/eval.py")
+    dest = tmp_path / "server"
+    run_steps(modal_app.server_fetch_commands(full[:7], str(dest), str(repo)))
     assert sorted(p.name for p in dest.iterdir()) == sorted([*modal_app.SERVER_FILES, "REVISION"])
     for name, path in modal_app.SERVER_SOURCES.items():
         assert (dest / name).read_text() == f"# {path} as pinned\n"
@@ -615,6 +642,232 @@ def test_server_harness_run_folder_command_lines_and_parsing(tmp_path, monkeypat
     text = modal_app.report(result)
     assert f"=== harness: server (the server's files, gpu-mode/reference-kernels at {full})" in text
     assert "FAIL: Number of mismatched elements: 3" in text and text.rstrip().endswith("server: FAIL")
+
+
+# --------------------------------------------------------------------------- KernelBot's harness
+
+def test_kernelbot_harness_is_pinned_to_the_revisions_the_kit_mirrors():
+    """KernelBot at the runner image's revision, the task at the server head the kit mirrors
+    (f83cb92, harness date 2026-01-13); both fetched by the image build of either image, with
+    PyYAML (its task loader's import) in each."""
+    assert modal_app.KERNELBOT_COMMIT == "4bdd839ad76eaac0cdab986d30f8d77f989a289b"
+    assert modal_app.KERNELBOT_COMMIT in modal_app.IMAGE_SOURCES["runner"]
+    assert modal_app.SERVER_COMMITS[modal_app.KERNELBOT_DATE] == "f83cb92a534cc67fa98d7e9813e7f8238abdb4e0"
+    assert modal_app.KERNELBOT_REPO_URL == "https://github.com/gpu-mode/kernelbot"
+    for kind in modal_app.IMAGES:
+        assert ("run", tuple(modal_app.kernelbot_fetch_commands())) in modal_app.image_steps(kind)
+        assert any(p.lower().startswith("pyyaml") for p in packages(kind)), kind
+
+
+def test_kernelbot_fetch_commands_against_local_repositories(tmp_path):
+    """KernelBot's package and the server's task folder (task.yml names ../eval.py and ../utils.py:
+    they sit one level up, as in problems/nvidia) of the pinned commits, each full hash recorded."""
+    kernelbot, reference = tmp_path / "kernelbot", tmp_path / "reference-kernels"
+    ours = local_repository(kernelbot, ["src/libkernelbot/__init__.py", "src/libkernelbot/run_eval.py", "README.md"],
+                            "src/libkernelbot/run_eval.py")
+    task = ["problems/nvidia/eval.py", "problems/nvidia/utils.py", "problems/nvidia/nvfp4_gemv/task.yml",
+            "problems/nvidia/nvfp4_gemv/reference.py", "problems/nvidia/nvfp4_gemm/task.yml"]
+    theirs = local_repository(reference, task, "problems/nvidia/nvfp4_gemv/task.yml")
+    dest, task_dest = tmp_path / "kb", tmp_path / "task"
+    run_steps(modal_app.kernelbot_fetch_commands(ours[:7], theirs, str(dest), str(task_dest), str(kernelbot),
+                                                 str(reference)))
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == [
+        "REVISION", "libkernelbot", "libkernelbot/__init__.py", "libkernelbot/run_eval.py"]
+    assert (dest / "libkernelbot/run_eval.py").read_text() == "# src/libkernelbot/run_eval.py as pinned\n"
+    assert sorted(str(p.relative_to(task_dest)) for p in task_dest.rglob("*")) == [
+        "REVISION", "eval.py", "nvfp4_gemv", "nvfp4_gemv/reference.py", "nvfp4_gemv/task.yml", "utils.py"]
+    assert (task_dest / modal_app.KERNELBOT_TASK).read_text() == "# problems/nvidia/nvfp4_gemv/task.yml as pinned\n"
+    assert [(d / "REVISION").read_text().strip() for d in (dest, task_dest)] == [ours, theirs]
+
+
+# A stand-in for KernelBot's package (gpu-mode/kernelbot src/libkernelbot at 4bdd839, the parts the
+# harness calls: consts.GPU_TO_SM and SubmissionMode, task.make_task_definition and
+# build_task_config, run_eval.run_config returning a FullResult of EvalResults), written for this
+# test: run_config records where and how it was called, writes the task's files into the working
+# directory as KernelBot does, and returns the stages of the mode with lines in the server's format
+# (test, then benchmark, then leaderboard for leaderboard mode; the stage named by
+# STAND_IN_FAIL fails with `check: fail` and exit 0, and ends the run).
+STAND_IN_KERNELBOT = {
+    "__init__.py": "",
+    "consts.py": """
+        import enum
+
+        class SubmissionMode(enum.Enum):
+            TEST = "test"
+            BENCHMARK = "benchmark"
+            LEADERBOARD = "leaderboard"
+
+        GPU_TO_SM = {"B200": "100", "H100": "90a"}
+    """,
+    "task.py": """
+        import json
+        import types
+        from pathlib import Path
+
+        def make_task_definition(path):  # the stand-in's task.yml is JSON (a subset of YAML)
+            return types.SimpleNamespace(task={**json.loads(Path(path).read_text()), "root": str(Path(path).parent)})
+
+        def build_task_config(task=None, submission_content=None, arch=None, mode=None):
+            files = {name: submission_content if source == "@SUBMISSION@" else (Path(task["root"]) / source).read_text()
+                     for name, source in task["files"].items()}
+            return {"lang": "py", "main": "eval.py", "sources": files, "arch": arch, "mode": mode.value,
+                    "tests": task["tests"], "benchmarks": task["benchmarks"], "ranking_by": "geom"}
+    """,
+    "run_eval.py": """
+        import dataclasses, json, os, shutil, sys
+        from pathlib import Path
+
+        @dataclasses.dataclass
+        class RunResult:
+            success: bool
+            passed: bool
+            stderr: str
+            exit_code: int
+            duration: float
+            result: dict
+
+        @dataclasses.dataclass
+        class EvalResult:
+            compilation: object
+            run: RunResult
+
+        @dataclasses.dataclass
+        class FullResult:
+            success: bool
+            error: str
+            system: dict
+            runs: dict
+
+        STAGES = {"test": ["test"], "benchmark": ["benchmark"], "leaderboard": ["test", "benchmark", "leaderboard"]}
+
+        def spec(case):
+            return "; ".join(f"{k}: {v}" for k, v in case.items())
+
+        def lines(stage, cases, fail):
+            if stage == "test":
+                out = {"test-count": len(cases)}
+                for i, case in enumerate(cases):
+                    out.update({f"test.{i}.spec": spec(case), f"test.{i}.status": "pass"})
+            else:
+                out = {"benchmark-count": len(cases)}
+                for i, case in enumerate(cases):
+                    out.update({f"benchmark.{i}.spec": spec(case), f"benchmark.{i}.runs": 40,
+                                f"benchmark.{i}.mean": 20500.0 + 1000 * i, f"benchmark.{i}.std": 300.5,
+                                f"benchmark.{i}.err": 47.5, f"benchmark.{i}.best": 20000.0,
+                                f"benchmark.{i}.worst": 21900.0})
+            out["check"] = "fail" if fail else "pass"
+            return {k: str(v) for k, v in out.items()}
+
+        def run_config(config):
+            for name, text in config["sources"].items():
+                Path(name).write_text(text)
+            with open(os.environ["STAND_IN_RECORD"], "a") as record:
+                record.write(json.dumps({"cwd": os.getcwd(), "files": sorted(os.listdir(".")),
+                                         "python3": os.path.realpath(shutil.which("python3")),
+                                         "config": {k: v for k, v in config.items() if k != "sources"},
+                                         "submission": config["sources"]["submission.py"]}) + "\\n")
+            runs = {}
+            for stage in STAGES[config["mode"]]:
+                fail = stage == os.environ.get("STAND_IN_FAIL")
+                cases = config["tests" if stage == "test" else "benchmarks"]
+                runs[stage] = EvalResult(None, RunResult(True, not fail, f"{stage} stderr", 0, 1.25,
+                                                         lines(stage, cases, fail)))
+                if fail:
+                    break
+            return FullResult(True, "", {"gpu": "stand-in"}, runs)
+    """,
+}
+STAND_IN_TASK = {"files": {"submission.py": "@SUBMISSION@", "eval.py": "../eval.py"},
+                 "tests": [{"m": 7168, "k": 16384, "l": 1, "seed": 1}], "benchmarks": [{"m": 256, "k": 64, "l": 1}]}
+
+
+@pytest.fixture
+def stand_in_kernelbot(tmp_path, monkeypatch):
+    """The stand-in package and task folders where the image build puts KernelBot's (REVISION
+    files included), the record file its run_config appends to; ``libkernelbot`` imported afresh."""
+    kernelbot, task = tmp_path / "kernelbot", tmp_path / "task"
+    (kernelbot / "libkernelbot").mkdir(parents=True)
+    for name, text in STAND_IN_KERNELBOT.items():
+        (kernelbot / "libkernelbot" / name).write_text(textwrap.dedent(text))
+    (task / "nvfp4_gemv").mkdir(parents=True)
+    (task / "eval.py").write_text("# the server's eval.py\n")
+    (task / modal_app.KERNELBOT_TASK).write_text(json.dumps(STAND_IN_TASK))
+    (kernelbot / "REVISION").write_text("a" * 40 + "\n")
+    (task / "REVISION").write_text("b" * 40 + "\n")
+    monkeypatch.setattr(modal_app, "KERNELBOT_DIR", str(kernelbot))
+    monkeypatch.setattr(modal_app, "KERNELBOT_TASK_DIR", str(task))
+    monkeypatch.setenv("STAND_IN_RECORD", str(tmp_path / "record.jsonl"))
+    for name in [m for m in sys.modules if m.split(".")[0] == "libkernelbot"]:
+        monkeypatch.delitem(sys.modules, name)
+    yield tmp_path / "record.jsonl"
+    for name in [m for m in sys.modules if m.split(".")[0] == "libkernelbot"]:
+        del sys.modules[name]
+
+
+def test_kernelbot_harness_calls_run_config_as_popcorns_local_runner_does(stand_in_kernelbot, monkeypatch):
+    """The task from task.yml, build_task_config with the B200's arch and KernelBot's mode (the
+    kit's all: its leaderboard mode), run_config in a fresh folder with python3 this interpreter;
+    every stage recorded under its name (the test stage once over --runs 2), each summarised from
+    its lines; the working directory, PATH and the import path as they were."""
+    monkeypatch.setattr(modal_app, "gpu_name", lambda: "NVIDIA B200")
+    before = os.getcwd(), os.environ["PATH"], list(sys.path)
+    result = modal_app.evaluate(source("good_submission"), "all", 2, TINY, TINY[:1], harness="kernelbot")
+    assert (os.getcwd(), os.environ["PATH"], sys.path) == before
+    calls = [json.loads(line) for line in stand_in_kernelbot.read_text().splitlines()]
+    assert len(calls) == 2
+    for call in calls:
+        assert call["config"]["mode"] == "leaderboard" and call["config"]["arch"] == "100"
+        assert call["config"]["tests"] == TINY and call["config"]["benchmarks"] == TINY[:1]  # the kit's small cases
+        assert call["files"] == [".bin", "eval.py", "submission.py"] and call["submission"] == source("good_submission")
+        assert call["python3"] == os.path.realpath(sys.executable)
+        assert not os.path.exists(call["cwd"])  # a folder of its own, removed
+    assert result["harness"] == "kernelbot" and result["passed"] is True and result["kernelbot_mode"] == "leaderboard"
+    assert result["revision"] == f"gpu-mode/kernelbot at {'a' * 40}, gpu-mode/reference-kernels at {'b' * 40}"
+    assert result["system"] == {"gpu": "stand-in"} and result["harness_date"] == modal_app.KERNELBOT_DATE
+    assert {m: len(runs) for m, runs in result["modes"].items()} == {"test": 1, "benchmark": 2, "leaderboard": 2}
+    test = result["modes"]["test"][0]
+    assert test["returncode"] == 0 and test["seconds"] == 1.2 and test["stderr_tail"] == "test stderr"
+    assert [c["status"] for c in test["summary"]["cases"]] == ["pass", "pass"]
+    board = result["modes"]["leaderboard"][1]["summary"]
+    assert board["passed"] and board["cases"][0]["mean_us"] == 20.5
+    text = modal_app.report(result)
+    head = f"=== harness: kernelbot (KernelBot's run_config, leaderboard mode, on {result['revision']})"
+    assert text.startswith(head)
+    assert "[leaderboard run 2/2]" in text and text.rstrip().endswith("kernelbot: PASS")
+
+
+@pytest.mark.parametrize("mode, fail, stages", [("all", "benchmark", ["test", "benchmark"]),
+                                                ("leaderboard", "leaderboard", ["test", "benchmark", "leaderboard"]),
+                                                ("test", "test", ["test"])])
+def test_kernelbot_harness_reports_a_failed_stage_and_stops(stand_in_kernelbot, monkeypatch, mode, fail, stages):
+    """A stage that logs `check: fail` (exit 0, as the server's leaderboard mode) fails the run,
+    and no later run_config is made (--runs 3)."""
+    monkeypatch.setenv("STAND_IN_FAIL", fail)
+    result = modal_app.evaluate(source("good_submission"), mode, 3, TINY, TINY[:1], harness="kernelbot")
+    assert result["passed"] is False and list(result["modes"]) == stages
+    assert result["modes"][fail][0]["returncode"] == 0 and not result["modes"][fail][0]["summary"]["passed"]
+    assert len(stand_in_kernelbot.read_text().splitlines()) == 1
+    assert modal_app.report(result).rstrip().endswith("kernelbot: FAIL")
+
+
+def test_kernelbot_harness_that_cannot_run_says_why_in_the_report(tmp_path, monkeypatch):
+    """Without KernelBot's package where the image puts it (here, on this machine): the result
+    fails with one line naming the import, and the report prints it."""
+    monkeypatch.setattr(modal_app, "KERNELBOT_DIR", str(tmp_path / "none"))
+    monkeypatch.setattr(modal_app, "KERNELBOT_TASK_DIR", str(tmp_path / "none"))
+    result = modal_app.kernelbot_evaluate(source("good_submission"), "test", 1, TINY)
+    assert result["passed"] is False and result["modes"] == {}
+    assert result["error"] == "ModuleNotFoundError: No module named 'libkernelbot'"
+    assert "\nerror: ModuleNotFoundError: No module named 'libkernelbot'\n" in modal_app.report(result)
+
+
+def test_kit_and_kernelbot_run_in_one_call_side_by_side(stand_in_kernelbot):
+    """--harness kit+kernelbot: the remote function runs the kit's eval.py (for real, here on the
+    CPU), then KernelBot's run_config, in one container; the comparison has a column for each."""
+    results = modal_app.run_remote.local(source("good_submission"), "test", 1, TINY, None, ["kit", "kernelbot"])
+    assert [r["harness"] for r in results] == ["kit", "kernelbot"] and all(r["passed"] for r in results)
+    table = modal_app.comparison(results)
+    assert re.search(r"^test\s+PASS\s+PASS$", table, re.M) and re.search(r"kit\s+kernelbot$", table, re.M), table
 
 
 # --------------------------------------------------------------------------- the jobs: settings and arguments
@@ -1134,12 +1387,12 @@ def test_the_runner_image_is_kernelbots_at_4bdd839():
 
 
 @pytest.mark.parametrize("kind", ["leaderboard", "runner"])
-def test_each_image_fetches_the_server_files_names_itself_and_builds_offline(kind):
+def test_each_image_fetches_the_server_files_and_kernelbots_names_itself_and_builds_offline(kind):
     steps = modal_app.image_steps(kind)
     assert steps[-1] == ("env", {modal_app.ENV_IMAGE: kind})
     fetch = [c for date, commit in modal_app.SERVER_COMMITS.items()
              for c in modal_app.server_fetch_commands(commit, modal_app.SERVER_DIRS[date])]
-    assert steps[-2] == ("run", tuple(fetch))
+    assert steps[-3:-1] == [("run", tuple(fetch)), ("run", tuple(modal_app.kernelbot_fetch_commands()))]
     assert isinstance(modal_app.build_base_image(kind), modal.Image)  # defined lazily: nothing is built here
     summary = modal_app.image_summary(kind)
     assert summary["image"] == kind and summary["base"] == steps[0][1] and summary["packages"] == packages(kind)
