@@ -30,7 +30,7 @@ NOT_RUN = {  # command prefix -> why this test does not run it
     "python3 -m pip install": "installs packages (network; the suite already runs in an installed environment)",
     "python3 -m pytest": "the test suite itself, this test included (CI runs it)",
     "modal ": "talks to Modal's cloud (network and a Modal token)",
-    "popcorn-cli ": "submits to the competition server (network and an account)",
+    "popcorn-cli ": "submits to the competition server, or with --local to Modal's cloud (network and an account)",
 }
 TIMEOUT_S = 300
 # Outside a git checkout (an unpacked archive): what the copy leaves out, the folders .gitignore names.
@@ -349,6 +349,42 @@ def test_readme_first_screen_says_where_each_edit_goes():
                    "`examples/minimal_torch.py` or `examples/starter_cuda.py`", "`submission.py`, the file uploaded",
                    "ends in `test: PASS`"):
         assert needed in start, needed
+
+
+def test_readme_says_every_way_eval_py_ends():
+    """Start here names each way `python3 eval.py` ends: its verdict (exit 0 or 112), one `error:
+    ...; no case ran` line where no case can run (exit 112; eval.py's own lines:
+    tests/test_eval_units.py, tests/test_eval_protocol.py) and the limit of a case (--timeout, at
+    the harness's default); the flags list names --timeout too."""
+    text = README.read_text()
+    start = " ".join(text.split("## Start here", 1)[1].split("\n## ", 1)[0].split())
+    for needed in ("ends in `test: PASS` or `test: FAIL` (exit 0 or 112)", "or in `error: ...; no case ran` (exit 112)",
+                   "a syntax error, no `custom_kernel`, a file the server refuses",
+                   f"`--timeout` bounds a case ({harness.CASE_TIMEOUT_S:g} s)"):
+        assert needed in start, needed
+    assert f"`--timeout SECONDS` (one case; default {harness.CASE_TIMEOUT_S:g})" in " ".join(text.split())
+
+
+def test_the_files_table_and_the_messages_agree_on_bundles_flags(capsys):
+    """The Files table's row for bundle.py, eval.py's help and bundle's own refusals name the same
+    flags, each one bundle takes; README says that a comment-only kernel edit keeps the kernel
+    revision (tests/test_bundle.py checks that it does)."""
+    import bundle
+    import eval as ev
+    _help(bundle.main, ["--help"])
+    takes = set(re.findall(r"--[a-z][a-z-]+", capsys.readouterr().out)) - {"--help"}
+    (row,) = [line for line in README.read_text().splitlines() if line.startswith("| `bundle.py` |")]
+    usage = "python3 eval.py bundle [--check | --write-back] [--force]"
+    assert "`" + usage.replace("|", "\\|") + "`" in row  # a pipe in a table cell is escaped
+    _help(ev.main, ["--help"])
+    assert usage in " ".join(capsys.readouterr().out.split())
+    states = [bundle.BlockState(bundle.Block("kernels/nvfp4_gemv.cu", 10, 12, 20), state, [], [])
+              for state in (bundle.SOURCE_EDITED, bundle.BLOCK_EDITED, bundle.BOTH_EDITED, bundle.UNKNOWN)]
+    said = set(re.findall(r"--[a-z][a-z-]+", " ".join(bundle._ways(item, "submission.py", "") for item in states)))
+    assert said == {"--write-back", "--force"} and said | {"--check"} == set(re.findall(r"--[a-z][a-z-]+", usage))
+    assert set(re.findall(r"--[a-z][a-z-]+", usage)) == takes - {"--submission"}
+    text = " ".join(README.read_text().split())
+    assert "An edit of the kernel's comments or layout only keeps its kernel revision" in text
 
 
 def files_table() -> list[str]:
