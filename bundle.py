@@ -51,8 +51,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -62,6 +65,7 @@ ROOT = Path(__file__).resolve().parent
 SUBMISSION = ROOT / "submission.py"
 COMMAND = "python3 eval.py bundle"
 HASH_DIGITS = 16  # hex digits of the sha256 a marker records
+COMPILE_TIMEOUT_S = 900  # the compile check before writing (the default set: about 10 s of CPU, 2026-12-07)
 _OPEN = re.compile(r"^# >>> bundle (\S+)")
 _RECORDED = re.compile(r"^ sha256=(\S*)")  # right after the path
 _CLOSE = "# <<< bundle"
@@ -377,6 +381,35 @@ def bundled(text: str, root: Path = ROOT, name: str = "submission.py") -> str:
     return "\n".join(lines) + "\n"
 
 
+def compile_refusal(new: str, name: str = "submission.py", suffix: str = "", sources: list = ()) -> str:
+    """'' where the cuda kernel of ``new`` (the text about to be written) compiles for sm_90a and
+    sm_100a, or where there is no compiler here (one line on stderr says so), else the refusal:
+    a line naming the target, the config and NVRTC's first error, the flag that writes it anyway,
+    then NVRTC's lines. The check is cuda_check.py's ``--status`` (what eval.py's header shows),
+    in a process of its own: bundle stays free of torch; its answer is kept for the file written."""
+    script = ROOT / "cuda_check.py"
+    if not script.is_file():  # not the kit's layout: nothing to compile with
+        return ""
+    with tempfile.TemporaryDirectory(prefix="nvfp4_bundle_") as tmp:
+        staged = Path(tmp) / "submission.py"
+        staged.write_text(new, encoding="utf-8")
+        proc = subprocess.run([sys.executable, str(script), "--status", str(staged)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+    found = [ln for ln in proc.stdout.splitlines() if ln.startswith("CUDA_CHECK ")]
+    tail = " | ".join((proc.stderr or "").strip().splitlines()[-2:]) or f"exit {proc.returncode}"
+    status = json.loads(found[-1][len("CUDA_CHECK "):]) if found else {"kind": "unknown", "error": tail}
+    if status.get("missing") or status.get("error"):
+        why = status.get("missing") or f"the check gave no answer: {status['error']}"
+        print(f"note: {name}: the kernel was not compiled before writing ({why[:300]})", file=sys.stderr)
+        return ""
+    if status.get("kind") is None or status.get("compiles"):
+        return ""
+    first, what = status["failures"][0], " and ".join(sources) or "its cuda kernel"
+    return "\n".join([f"error: {name}: nothing written: {what} does not compile for {first['arch']} "
+                      f"({first['config']}; {status['failed']}): {first['error']}; `python3 eval.py compile` shows "
+                      f"every error, `{COMMAND + suffix} --no-compile` writes it anyway", *status.get("log", [])])
+
+
 def _plan(states: list[BlockState], write_back: bool, force: bool) -> tuple[dict, BlockState | None]:
     """({index: "copy" (file -> block) | "back" (block -> file) | "keep"}, the first block refused
     or None)."""
@@ -411,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true",
                     help="overwrite blocks edited in the submission from their files (with --write-back: write "
                          "blocks back even where their source changed too)")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="write without compiling first (by default a kernel that does not compile for sm_90a and "
+                         "sm_100a is not written: python3 eval.py compile)")
     ap.add_argument("--submission", default=str(SUBMISSION), metavar="PATH",
                     help="the file whose blocks are written or checked, from the sources beside it (default: the "
                          "kit's submission.py)")
@@ -442,20 +478,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     lines = text.splitlines()
-    copied, back, hashed = [], [], []
+    copied, back, hashed, written_back = [], [], [], []
     for i, item in reversed(list(enumerate(states))):
         block = item.block
         if actions[i] == "copy":
             lines[block.first:block.end] = item.want
             copied.append(block.path)
         elif actions[i] == "back":
-            (root / block.path).write_text("".join(f"{x}\n" for x in item.have), encoding="utf-8")
+            written_back.append((root / block.path, "".join(f"{x}\n" for x in item.have)))
             back.append(f"{block.path} from its copy (line {block.first + 1})")
         new_hash = digest(item.want if actions[i] == "copy" else item.have)
         if actions[i] == "keep" and block.recorded != new_hash:
             hashed.append(block.path)
         lines[block.marker] = marker_line(lines[block.marker], block.path, new_hash)
     new = "\n".join(lines) + "\n"
+    if copied and new != text and not args.no_compile:  # what is about to be copied must compile
+        refusal = compile_refusal(new, name, suffix, [p for p in copied if p.endswith(".cu")])
+        if refusal:
+            print(refusal, file=sys.stderr)
+            return 1
+    for target, content in written_back:
+        target.write_text(content, encoding="utf-8")
     if new != text:
         path.write_text(new, encoding="utf-8")
     said = ([f"wrote its copies of {', '.join(reversed(copied))}"] if copied else []) + \

@@ -325,8 +325,9 @@ def human_main(argv: list[str]) -> int:
                "Audit (what the server would disqualify: caches, deferred work, static rules): "
                "python3 eval.py audit [SUBMISSION]. A/B timing of two or more submissions: "
                "python3 eval.py ab BASE NEW [NEW ...]. "
-               "Compile check of a CuTe DSL submission without a GPU (sm_100a by default): "
-               "python3 eval.py compile [SUBMISSION] [--arch sm_90a]. "
+               "Compile check without a GPU: the kit's cuda kernel (kernels/nvfp4_gemv.cu, or a file's) for sm_90a and "
+               "sm_100a, every kernel the GPUs may launch, registers and SASS beside the last commit's; a CuTe DSL "
+               "submission for sm_100a: python3 eval.py compile [SUBMISSION] [--arch ARCH] [--all]. "
                "The kit's sources (kernels/) copied into submission.py: "
                "python3 eval.py bundle [--check | --write-back] [--force]. "
                "Nsight Compute profile of what the benchmark runs, as the server takes it (a CUDA GPU and ncu; "
@@ -436,6 +437,11 @@ def _human(args) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    compile_check = None
+    if not cuda and (Path(__file__).parent / "cuda_check.py").is_file():  # in the kit, no GPU here: does it build?
+        import cuda_check  # the standard library only: the check runs in a process of its own, beside the cases
+
+        compile_check = cuda_check.header_check(submission)
 
     running = []  # the mode's worker: once it is stopped (a case ran past --timeout), no case runs
 
@@ -505,8 +511,13 @@ def _human(args) -> int:
         if mode == "test" and summary["passed"]:  # on stderr, before the table: the output ends in its verdict
             progress(f"note: test mode checks each output once, on fresh inputs; caching and deferred work are the "
                      f"audit's job: python3 eval.py audit {submission}")
-        print(format_table(_briefly(summary), device, _backend_label(report),
-                           f"kernel {report['kernel_revision'] or 'none'}, bundle: {report['bundle']}"), flush=True)
+        table = format_table(_briefly(summary), device, _backend_label(report),
+                             f"kernel {report['kernel_revision'] or 'none'}, bundle: {report['bundle']}")
+        if compile_check is not None:  # the header's second line: whether its cuda kernel compiles
+            report["cuda_compile"] = compile_check.result()
+            first, _, rest = table.partition("\n")
+            table, compile_check = f"{first}\n{cuda_check.status_line(report['cuda_compile'])}\n{rest}", None
+        print(table, flush=True)
         print()
         if mode in ("benchmark", "leaderboard"):  # the L2 cleared before each call: bytes / peak bounds it
             found = summary["impossible_times"] = impossible_times(summary, device)
@@ -561,8 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "ab":  # paired A/B timing lives in ab.py, beside this file
         from ab import main as ab_main
         return ab_main(argv[1:])
-    if argv and argv[0] == "compile":  # the CuTe DSL compile check lives in cute_check.py, beside this file
-        from cute_check import main as compile_main
+    if argv and argv[0] == "compile":  # cuda_check.py, beside this file (a CuTe DSL file: cute_check.py)
+        from cuda_check import main as compile_main
         return compile_main(argv[1:])
     if argv and argv[0] == "bundle":  # the kit's sources copied into submission.py: bundle.py, beside this file
         from bundle import main as bundle_main

@@ -194,8 +194,8 @@ JOB_TIMEOUT_S = max(STEP_TIMEOUT_S.values()) + 300  # one step per call, with th
 # What the suite runs with (pyproject's dev extra): pytest, and kernelguard for the server's pre-check.
 TEST_PACKAGES = ("pytest==9.0.3", "pytest-timeout==2.4.0", "kernelguard==0.3.1")
 JOB_DIR = "/root/kit"
-JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cute_check.py", "ncu_profile.py", "modal_app.py",
-             "pyproject.toml", "README.md", "bundle.py")
+JOB_FILES = (*KIT_FILES, "submission.py", "audit.py", "ab.py", "cuda_check.py", "cute_check.py", "ncu_profile.py",
+             "modal_app.py", "pyproject.toml", "README.md", "bundle.py")
 JOB_DIRS = ("tests", "benchmarks", "examples", "docs", "kernels")
 JOB_IGNORE = ["results", "**/__pycache__"]  # results stay local
 # Not run in the container: the local side's tests (they run `modal` as a user does, without

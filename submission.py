@@ -67,14 +67,14 @@ file). The file stays the one that is uploaded: it imports nothing of the kit.
 
 Public surface (what the kit's tools use; everything else may change without notice):
 ``custom_kernel``, ``select_backend``, ``backend_support``, ``run_backend``, ``check_inputs``,
-``config_for``, ``BACKENDS``, ``Backend``, ``register``, ``TUNED_SHAPES``, ``DECODES``, ``profiling``,
-``profile_configs``; the tables
+``config_for``, ``BACKENDS``, ``Backend``, ``register``, ``TUNED_SHAPES``, ``tuned_shape``, ``DECODES``,
+``profiling``, ``profile_configs``; the tables
 and the kernel revision: ``table_entries``, ``kernel_revision``, ``same_sass``, ``stale_entries``;
 cuda: ``CudaConfig``, ``CUDA_LOADS``, ``CUDA_PIPES``, ``CUDA_MEASURED``, ``CUDA_FAMILIES``,
 ``CUDA_LEADERS``, ``CudaBuildError``, ``cuda_arch``, ``cuda_grid``, ``cuda_kernel``, ``cuda_compile``,
-``cuda_compile_variants``, ``cuda_default``, ``cuda_default_decode``, ``cuda_probe``, ``cuda_driver``,
-``cuda_load``, ``cuda_launch``, ``cuda_empty_kernel``, ``find_nvrtc``, ``nvrtc_version``,
-``nvrtc_candidates``, the bulk-copy ring's ``RING_FAMILIES``, ``ring_config``, ``ring_smem``,
+``cuda_options``, ``blackwell_target``, ``cuda_compile_variants``, ``cuda_default``, ``cuda_default_decode``,
+``cuda_probe``, ``cuda_driver``, ``cuda_load``, ``cuda_launch``, ``cuda_empty_kernel``, ``find_nvrtc``,
+``nvrtc_version``, ``nvrtc_candidates``, the bulk-copy ring's ``RING_FAMILIES``, ``ring_config``, ``ring_smem``,
 ``ring_batches``; triton: ``TritonConfig``, ``TRITON_MEASURED``, ``triton_configs``, ``triton_launch``.
 """
 
@@ -830,7 +830,7 @@ def cuda_default_decode(capability: tuple, bsh: bool = False) -> str:
     return "f16x2" if capability[0] >= 10 else ("dp4a-sr2" if bsh else "dp4a-sr")
 
 
-# >>> bundle kernels/nvfp4_gemv.cu sha256=c2bdf46f2d3e9f4c (a copy: edit that file, then `python3 eval.py bundle`)
+# >>> bundle kernels/nvfp4_gemv.cu sha256=16c5dfdd06fe818b (a copy: edit that file, then `python3 eval.py bundle`)
 CUDA_SRC = r"""
 // NVFP4 batched GEMV, c[r, l] = fp16(sum_k a[r, k, l] * b[0, k, l]) with both block scales.
 // Compiled at run time by NVRTC; no headers. One kernel per configuration: gemv_body is
@@ -854,7 +854,8 @@ typedef unsigned int u32;
 typedef unsigned short u16;
 typedef long long i64;
 
-// Set by submission.py's cuda_compile: 1 on Blackwell (sm_10Xa), 0 elsewhere.
+// Set by submission.py's cuda_compile: 1 on Blackwell's architecture- and family-specific targets
+// (blackwell_target: sm_100a, sm_103a, sm_110a, sm_120a, sm_121a, sm_100f, ...), 0 elsewhere.
 #ifndef HAS_E2M1_CVT
 #define HAS_E2M1_CVT 0  // cvt.rn.f16x2.e2m1x2 and the mixed-precision fma
 #endif
@@ -1958,10 +1959,21 @@ def _profiling() -> bool:
     return os.environ.get(ENV_LINEINFO) == "1" or os.environ.get("POPCORN_NCU") == "1"
 
 
-def _cuda_options(arch: str, defines: dict | None = None) -> list:
-    """NVRTC's options for ``arch`` (profiling aside): Blackwell's e2m1 conversion and 32-byte
-    loads where the architecture-specific sm_10Xa target has them."""
-    blackwell = int(arch.startswith("sm_10") and arch.endswith("a"))
+def blackwell_target(arch: str) -> bool:
+    """Whether NVRTC's ``arch`` has Blackwell's e2m1 conversion, ``cvt.rn.f16x2.e2m1x2``: an
+    architecture-specific (``a``) or family-specific (``f``) target of compute capability 10.0 or
+    later (sm_100a, sm_103a, sm_110a, sm_120a, sm_121a, sm_100f, sm_120f, ...), not the plain
+    sm_100 / sm_120 (PTX ISA 9.1, cvt, "Target ISA Notes": sm_100a, sm_101a (sm_110a), sm_120a and
+    the families sm_100f, sm_110f, sm_120f "or higher in the same family"; the mixed-precision fma
+    and the 32-byte loads need sm_100 or higher). benchmarks/NOTES.md, "The Blackwell switch"."""
+    hit = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+    return bool(hit) and int(hit.group(1)) >= 100 and hit.group(2) in ("a", "f")
+
+
+def cuda_options(arch: str, defines: dict | None = None) -> list:
+    """NVRTC's options for ``arch`` (profiling aside): Blackwell's e2m1 conversion, its
+    mixed-precision fma and 32-byte loads where the target has them (``blackwell_target``)."""
+    blackwell = int(blackwell_target(arch))
     defines = {"HAS_E2M1_CVT": blackwell, "HAS_LD256": blackwell, **(defines or {})}
     return [f"--gpu-architecture={arch}", "-std=c++17", "--use_fast_math"] + [f"-D{k}={v}" for k, v in defines.items()]
 
@@ -1993,7 +2005,7 @@ def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
         if res != 0:
             raise CudaBuildError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(res).decode()}")
 
-    opts = _cuda_options(arch, defines)
+    opts = cuda_options(arch, defines)
     name = b"nvfp4_gemv.cu"
     if _profiling():
         name = _source_file(source).encode()
@@ -2521,7 +2533,7 @@ def _cuda_revision() -> str:
     """The cuda backend's part of the kernel revision: the kernel source as tokens (no comments,
     no layout), NVRTC's options for sm_90a and sm_100a, and for each probe config the wrapper
     that cuda_kernel appends (the kernel's name left out), its grid and its threads per block."""
-    parts = [_c_tokens(CUDA_SRC)] + [" ".join(_cuda_options(arch)) for arch in ("sm_90a", "sm_100a")]
+    parts = [_c_tokens(CUDA_SRC)] + [" ".join(cuda_options(arch)) for arch in ("sm_90a", "sm_100a")]
     for cfg, full, plain, probe in _cuda_revision_probes():
         name, source = cuda_kernel(cfg, full, plain, probe)
         wrapper = _c_tokens(source[len(CUDA_SRC):].replace(name, "KERNEL"))
@@ -3301,6 +3313,13 @@ def _gemv_bytes(m: int, k: int, l: int) -> int:
     return m * k // 2 * l + m * k // 16 * l + 2 * m * l
 
 
+def tuned_shape(m: int, k: int, l: int) -> bool:
+    """Whether a first call with this shape, on a GPU whose table does not name it, times the
+    candidates (NVFP4_GEMV_TUNE=auto): a shape of at least _TUNE_MIN_BYTES; below it the default
+    config alone runs."""
+    return _gemv_bytes(m, k, l) >= _TUNE_MIN_BYTES
+
+
 def config_for(name: str, data, m: int, k: int, l: int):
     """The config of backend ``name`` for this shape: pinned by NVFP4_GEMV_CONFIG, else the
     one measured for this GPU model (unless its entry is stale: ``_table_entry``), else (large
@@ -3329,7 +3348,7 @@ def config_for(name: str, data, m: int, k: int, l: int):
             known = _table_entry(name, torch.cuda.get_device_name(dev), (m, k, l))
             if known is not None and tune != "force":
                 cfg = known
-            elif len(cands) > 1 and _gemv_bytes(m, k, l) >= _TUNE_MIN_BYTES and tune != "off":
+            elif len(cands) > 1 and tuned_shape(m, k, l) and tune != "off":
                 cfg = _tune(name, data, m, k, l, cands)
         _CHOSEN[key] = cfg
     return cfg

@@ -386,31 +386,23 @@ def cuda_rows(sub) -> list[dict]:
     """Registers, stack and spill bytes of every cuda kernel variant the submission can launch
     (its ``cuda_compile_variants``), compiled by NVRTC for each of CUDA_ARCHS (no GPU), read with
     the cuobjdump of Triton's wheel; [] when NVRTC or cuobjdump is missing here."""
-    import subprocess
-    import tempfile
-
-    import triton
-    dump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    from cuda_check import cuobjdump, dump, resource_usage  # `python3 eval.py compile`'s reading of a cubin
     try:
         sub.find_nvrtc()
     except Exception:  # noqa: BLE001 - no NVRTC here: no table
         return []
-    if not dump.exists():
+    if not cuobjdump():
         return []
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        todo = [cfg for cfg, full, plain in sub.cuda_compile_variants() if full and plain]
-        for i, cfg in enumerate(todo):  # the masked tail and permuted-scale variants: compiled by the gate, not tabled
-            if i % 10 == 9 or i == len(todo) - 1:
-                print(f"{PROGRESS}cuda: {i + 1}/{len(todo)} configs", file=sys.stderr, flush=True)
-            name, source = sub.cuda_kernel(cfg, True, True)
-            for arch in CUDA_ARCHS:
-                path = Path(tmp) / f"{name}.{arch}.cubin"
-                path.write_bytes(sub.cuda_compile(source, arch))
-                usage = subprocess.run([str(dump), "-res-usage", str(path)], capture_output=True, text=True).stdout
-                m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", usage)
-                rows.append({"config": cfg, "arch": arch, "regs": int(m.group(1)), "stack": int(m.group(2)),
-                             "shared": int(m.group(3)), "local": int(m.group(4))})
+    todo = [cfg for cfg, full, plain in sub.cuda_compile_variants() if full and plain]
+    for i, cfg in enumerate(todo):  # the masked tail and permuted-scale variants: compiled by the gate, not tabled
+        if i % 10 == 9 or i == len(todo) - 1:
+            print(f"{PROGRESS}cuda: {i + 1}/{len(todo)} configs", file=sys.stderr, flush=True)
+        name, source = sub.cuda_kernel(cfg, True, True)
+        for arch in CUDA_ARCHS:
+            usage = resource_usage(dump(sub.cuda_compile(source, arch), "-res-usage"))
+            rows.append({"config": cfg, "arch": arch, "regs": usage["registers"], "stack": usage["stack"],
+                         "shared": usage["shared"], "local": usage["local"]})
     return rows
 
 

@@ -263,29 +263,23 @@ def measure(cfg, arch: str = "sm_100a") -> dict:
     of a and those in flight before first use. Compiled once per (config, arch)."""
     cfg = submission.CudaConfig.of(cfg)
     key = (cfg, arch)
-    if key not in _MEASURED and cfg.ring:  # a ring: its bytes in flight are its slots', not registers'
+    if key not in _MEASURED:  # the compile, the resources and the K loop: `python3 eval.py compile`'s pieces
         sass, usage = sass_count.disassemble(cfg, arch)
-        body = sass_count.k_loop(sass, ring=True)
-        reg = re.search(r"REG:(\d+)", usage)
-        shared = re.search(r"SHARED:(\d+)", usage)
-        stage = 16 * cfg.rpt * 32 * cfg.u  # bytes of a a stage
-        _MEASURED[key] = {"registers": int(reg.group(1)) if reg else None,
-                          "shared": int(shared.group(1)) if shared else 0, "loop": len(body),
-                          "per_chunk": len(body) / (cfg.rpt * cfg.u), "loads": 0, "bytes": stage, "burst": 0,
-                          "first_use": None, "ring_bytes": (cfg.ring - 1) * cfg.warps * cfg.ks * stage}
-    if key not in _MEASURED:
-        sass, usage = sass_count.disassemble(cfg, arch)
-        body = sass_count.k_loop(sass)
-        loads = k_loop_loads(body)
-        expected = cfg.rpt * cfg.u // (2 if loads["bytes"] == 32 else 1)
-        if loads["loads"] != expected:
-            raise ValueError(f"{cfg!r} on {arch}: {loads['loads']} loads of a found in the K loop, the step has "
-                             f"{expected}: the SASS is not what benchmarks/inflight.py reads")
-        reg = re.search(r"REG:(\d+)", usage)
-        shared = re.search(r"SHARED:(\d+)", usage)
-        _MEASURED[key] = {"registers": int(reg.group(1)) if reg else None,
-                          "shared": int(shared.group(1)) if shared else 0, "loop": len(body),
-                          "per_chunk": len(body) / (cfg.rpt * cfg.u), **loads, "ring_bytes": 0}
+        per_chunk, body = sass_count.sass_per_16b(sass, cfg.rpt * cfg.u, ring=bool(cfg.ring))
+        usage = sass_count.resource_usage(usage)
+        counts = {"registers": usage.get("registers"), "shared": usage.get("shared", 0), "loop": len(body),
+                  "per_chunk": per_chunk or 0.0}
+        if cfg.ring:  # a ring: its bytes in flight are its slots', not registers'
+            stage = 16 * cfg.rpt * 32 * cfg.u  # bytes of a a stage
+            _MEASURED[key] = {**counts, "loads": 0, "bytes": stage, "burst": 0, "first_use": None,
+                              "ring_bytes": (cfg.ring - 1) * cfg.warps * cfg.ks * stage}
+        else:
+            loads = k_loop_loads(body)
+            expected = cfg.rpt * cfg.u // (2 if loads["bytes"] == 32 else 1)
+            if loads["loads"] != expected:
+                raise ValueError(f"{cfg!r} on {arch}: {loads['loads']} loads of a found in the K loop, the step has "
+                                 f"{expected}: the SASS is not what benchmarks/inflight.py reads")
+            _MEASURED[key] = {**counts, **loads, "ring_bytes": 0}
     return _MEASURED[key]
 
 

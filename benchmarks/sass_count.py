@@ -30,11 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import re
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit's root on sys.path
     import kitpath  # noqa: F401
@@ -42,22 +38,11 @@ if not __package__:  # run as `python3 benchmarks/NAME.py`: kitpath puts the kit
 import submission  # noqa: E402
 from benchmarks import refusals  # noqa: E402
 
+# The pieces `python3 eval.py compile` reads kernels with (cuda_check.py): this tool counts with the same
+# code; cuobjdump, k_loop and opcode are taken from here by benchmarks/inflight.py, sass_dump.py and the tests.
+from cuda_check import cuobjdump, dump, k_loop, opcode, resource_usage, sass_per_16b  # noqa: E402, F401
+
 PAPER_MINIMUM = {"sm_100a": 40, "sm_90a": 56}
-_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-_TARGET = re.compile(r"0x([0-9a-f]+)")
-
-
-def cuobjdump() -> str:
-    """The cuobjdump of Triton's wheel (or on PATH); '' where there is none."""
-    import shutil
-    try:
-        import triton
-        path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        if path.exists():
-            return str(path)
-    except ImportError:
-        pass
-    return shutil.which("cuobjdump") or ""
 
 
 def missing_tools() -> str:
@@ -73,44 +58,8 @@ def missing_tools() -> str:
 def disassemble(cfg: tuple, arch: str) -> tuple[str, str]:
     """(SASS text, resource usage text) of ``cfg`` (full steps, plain scales) for ``arch``."""
     name, source = submission.cuda_kernel(submission.CudaConfig.of(cfg), True, True)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{name}.cubin"
-        path.write_bytes(submission.cuda_compile(source, arch))
-        dump = cuobjdump()
-        sass = subprocess.run([dump, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
-        usage = subprocess.run([dump, "-res-usage", str(path)], capture_output=True, text=True, check=True).stdout
-    return sass, usage
-
-
-def k_loop(sass: str, ring: bool = False) -> list[str]:
-    """The instructions of the largest backward-branch body that loads from global memory
-    (address order), predicates dropped. The loads matter: with the K split (KS > 1) the epilogue
-    that adds the parts' sums through shared memory is a larger loop than the K loop and loads
-    nothing from global memory (taken for the K loop before 2026-11-25, it gave e.g. 55.25 instead
-    of 51.25 SASS per 16 B for a KS 4 B200 candidate). ``ring``: a bulk-copy ring's consumer loop
-    instead, which reads a from shared memory: the smallest backward-branch body that waits on a
-    barrier (SYNCS) and reads 16-byte words of shared memory (LDS.128), i.e. one stage (with a
-    unit's sum and store where a stage is a whole unit)."""
-    insns = [(int(m.group(1), 16), m.group(2)) for m in _INSN.finditer(sass)]
-    best: list[str] = []
-    for addr, text in insns:
-        if "BRA" not in text:
-            continue
-        target = _TARGET.search(text.split("BRA", 1)[1])
-        if target and int(target.group(1), 16) < addr:
-            body = [t for a, t in insns if int(target.group(1), 16) <= a <= addr]
-            ops = [re.sub(r"^@!?U?P[T0-9]+\s+", "", t) for t in body]
-            if ring:
-                if (any(o.startswith("SYNCS.PHASECHK") for o in ops) and any(o.startswith("LDS.128") for o in ops)
-                        and (not best or len(body) < len(best))):
-                    best = body
-            elif any(opcode(o) == "LDG" for o in ops) and len(body) > len(best):
-                best = body
-    return [re.sub(r"^@!?U?P[T0-9]+\s+", "", t) for t in best]
-
-
-def opcode(text: str) -> str:
-    return text.split()[0].split(".")[0]
+    cubin = submission.cuda_compile(source, arch)
+    return dump(cubin, "-sass"), dump(cubin, "-res-usage")
 
 
 def count(cfg: tuple, arch: str) -> dict:
@@ -118,14 +67,13 @@ def count(cfg: tuple, arch: str) -> dict:
     "ops": {opcode: per 16 bytes}, "registers", "minimum", "over_minimum"}."""
     cfg = submission.CudaConfig.of(cfg)
     sass, usage = disassemble(cfg, arch)
-    body = k_loop(sass, ring=bool(cfg.ring))
     chunks = cfg.rpt * cfg.u  # chunks per lane and step (ring: and stage)
+    per_chunk, body = sass_per_16b(sass, chunks, ring=bool(cfg.ring))
+    per_chunk = per_chunk or 0.0  # no loop found: nothing counted
     ops = collections.Counter(opcode(t) for t in body)
-    regs = re.search(r"REG:(\d+)", usage)
-    per_chunk = len(body) / chunks
     return {"config": cfg, "arch": arch, "loop": len(body), "per_chunk": per_chunk,
             "ops": {k: round(v / chunks, 2) for k, v in ops.most_common()},
-            "registers": int(regs.group(1)) if regs else None, "minimum": PAPER_MINIMUM[arch],
+            "registers": resource_usage(usage).get("registers"), "minimum": PAPER_MINIMUM[arch],
             "over_minimum": per_chunk / PAPER_MINIMUM[arch]}
 
 

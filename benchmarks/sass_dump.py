@@ -50,16 +50,9 @@ CUDA_FIELDS = 11
 _HEADER = re.compile(r"^\s*(code for|Fatbin|=+|arch = |code version|host = |compile_size)", re.M)
 
 
-def _cuobjdump() -> str:
-    from benchmarks.sass_count import cuobjdump
-    return cuobjdump()
-
-
 def _sass(cubin: bytes) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "k.cubin"
-        path.write_bytes(cubin)
-        out = subprocess.run([_cuobjdump(), "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+    from cuda_check import dump  # `python3 eval.py compile`'s disassembly (the cuobjdump of Triton's wheel)
+    out = dump(cubin, "-sass")
     return "\n".join(ln.rstrip() for ln in out.splitlines() if not _HEADER.match(ln)) + "\n"
 
 

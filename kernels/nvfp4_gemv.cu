@@ -20,7 +20,8 @@ typedef unsigned int u32;
 typedef unsigned short u16;
 typedef long long i64;
 
-// Set by submission.py's cuda_compile: 1 on Blackwell (sm_10Xa), 0 elsewhere.
+// Set by submission.py's cuda_compile: 1 on Blackwell's architecture- and family-specific targets
+// (blackwell_target: sm_100a, sm_103a, sm_110a, sm_120a, sm_121a, sm_100f, ...), 0 elsewhere.
 #ifndef HAS_E2M1_CVT
 #define HAS_E2M1_CVT 0  // cvt.rn.f16x2.e2m1x2 and the mixed-precision fma
 #endif

@@ -414,7 +414,7 @@ def shared_cubins(monkeypatch):
     real, folder = submission.cuda_compile, Path(os.environ[CUBINS_ENV])
 
     def cuda_compile(source: str, arch: str, defines: dict | None = None) -> bytes:
-        options = (submission._cuda_options(arch, defines), submission._profiling())
+        options = (submission.cuda_options(arch, defines), submission._profiling())
         path = folder / (hashlib.sha256(repr((source, arch, options)).encode()).hexdigest() + ".cubin")
         if path.is_file():
             return path.read_bytes()

@@ -449,10 +449,17 @@ def test_the_kernel_file_compiles_alone(arch):
 def test_compile_options_and_program_name_stay_those_of_every_build(monkeypatch):
     """Without NVFP4_GEMV_LINEINFO=1 or POPCORN_NCU=1 the options are the kit's own, no line
     information; the profiling variables add -lineinfo and name the program by a file holding
-    its text (what ncu --import-source reads)."""
-    assert submission._cuda_options("sm_90a") == ["--gpu-architecture=sm_90a", "-std=c++17", "--use_fast_math",
+    its text (what ncu --import-source reads). Blackwell's e2m1 conversion is switched on for the
+    architecture- and family-specific targets of compute capability 10 and later, not the plain
+    ones, which NVRTC refuses it on."""
+    assert submission.cuda_options("sm_90a") == ["--gpu-architecture=sm_90a", "-std=c++17", "--use_fast_math",
                                                   "-DHAS_E2M1_CVT=0", "-DHAS_LD256=0"]
-    assert submission._cuda_options("sm_100a")[-2:] == ["-DHAS_E2M1_CVT=1", "-DHAS_LD256=1"]
+    assert submission.cuda_options("sm_100a")[-2:] == ["-DHAS_E2M1_CVT=1", "-DHAS_LD256=1"]
+    for arch in ("sm_100a", "sm_103a", "sm_110a", "sm_120a", "sm_121a", "sm_100f", "sm_120f"):  # PTX ISA 9.1, cvt
+        assert submission.blackwell_target(arch) and submission.cuda_options(arch)[-2:] == ["-DHAS_E2M1_CVT=1",
+                                                                                          "-DHAS_LD256=1"], arch
+    for arch in ("sm_90a", "sm_89", "sm_100", "sm_120", "compute_100a"):
+        assert not submission.blackwell_target(arch), arch
     for var in ("NVFP4_GEMV_LINEINFO", "POPCORN_NCU"):
         monkeypatch.delenv(var, raising=False)
     assert not submission._profiling()

@@ -1,4 +1,4 @@
-"""The CuteDSL route: ``eval.py compile`` (cute_check.py) and the example examples/cute_gemv.py.
+"""The CuteDSL route: ``eval.py compile`` on a CuTe DSL file (cute_check.py) and the example examples/cute_gemv.py.
 
 Compile checks need the DSL (``pip install -e ".[cute]"``; skipped with that reason without it);
 the example's CPU path needs it too (the file imports ``cutlass``). GPU tests compare the CuTe
@@ -49,11 +49,15 @@ def test_a_cute_submission_is_one_that_imports_cutlass(text, cute):
     assert cute_check.is_cute_source(text) is cute
 
 
-def test_a_non_cute_submission_gets_one_line_and_exit_2():
-    proc = _compile(ROOT / "submission.py")
-    assert proc.returncode == cute_check.EXIT_USAGE
-    assert proc.stdout.strip().splitlines() == [
-        f"{ROOT / 'submission.py'}: not a CuTe DSL submission (it imports no `cutlass`): nothing to compile"]
+def test_a_submission_with_neither_cute_nor_cuda_gets_one_line_and_exit_2():
+    """A file that imports no cutlass goes to the cuda kernel's check (cuda_check.py); one with no
+    CUDA kernel either is one line, exit 2."""
+    path = ROOT / "examples" / "minimal_torch.py"
+    proc = _compile(path)
+    assert proc.returncode == cute_check.EXIT_USAGE and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {path}: no CUDA kernel this check knows (neither submission.py's cuda_kernel nor the starter's "
+        "compile_cubin) and no CuTe DSL import: nothing to compile"]
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -80,7 +84,7 @@ def test_a_folder_or_a_missing_file_says_what_compile_wants(tmp_path):
         proc = _compile(path)
         assert proc.returncode == cute_check.EXIT_USAGE and proc.stdout == ""
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and words in proc.stderr
-        assert "eval.py compile takes a CuTe DSL submission file" in proc.stderr
+        assert "eval.py compile takes a submission file carrying a CUDA kernel" in proc.stderr
 
 
 def test_one_line_keeps_the_first_error_line_of_a_chained_dsl_message():

@@ -730,11 +730,11 @@ def test_without_a_cuda_driver_eval_py_itself_imports_no_torch(argv, tmp_path):
 
 
 def test_eval_imports_none_of_the_modules_its_subcommands_live_in():
-    """eval.py imports none of audit.py, ab.py and cute_check.py at the top (its main() imports the
-    one that `eval.py audit|ab|compile` names), nor the submission: the server's layout, which
-    has eval.py and harness.py without them, imports as before (tests/test_imports.py: no circle)."""
-    code = ("import sys, eval; bad = [m for m in ('audit', 'ab', 'cute_check', 'submission') if m in sys.modules]; "
-            "print(bad)")
+    """eval.py imports none of audit.py, ab.py, cuda_check.py and cute_check.py at the top (its main()
+    imports the one that `eval.py audit|ab|compile` names), nor the submission: the server's layout,
+    which has eval.py and harness.py without them, imports as before (tests/test_imports.py: no circle)."""
+    code = ("import sys, eval; bad = [m for m in ('audit', 'ab', 'cuda_check', 'cute_check', 'submission') "
+            "if m in sys.modules]; print(bad)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(ev.__file__).parent, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr

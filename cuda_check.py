@@ -1,0 +1,937 @@
+"""The cuda kernel compiled without a GPU: ``python3 eval.py compile [SUBMISSION] [--arch ARCH ...] [--all]
+[--shapes tests|benchmarks|all|FILE]``.
+
+What it compiles. With no SUBMISSION: kernels/nvfp4_gemv.cu as ``python3 eval.py bundle`` would
+copy it into the kit's submission.py (the other bundled files too: kernels/tables.json says which
+configs the GPUs run), with a note where submission.py's own copy differs. Given a file: the
+CUDA source that file carries, the kit's submission.py or a file built like it (``cuda_kernel``,
+``cuda_compile``, ``CudaConfig``, ``BACKENDS``), or one built like examples/starter_cuda.py
+(``compile_cubin(cfg, target)``, ``CONFIGS``, ``DEFAULT``). A CuTe DSL file (``import cutlass``)
+goes to cute_check.py, as before (its flags: ``--arch``, ``--shapes``).
+
+Which kernels. NVRTC for sm_90a and sm_100a (``--arch``, repeatable, for others: sm_120a,
+sm_103a, ...), each kernel as the kit's build makes it (``cuda_kernel`` then ``cuda_compile``,
+the options of ``cuda_options``). By default what those GPUs may launch on the official test and
+benchmark shapes (``--shapes`` narrows it): on sm_100a, as on any target of compute capability 10
+or later, every candidate the tuner times where it times them (``tuned_shape``; no table names
+the B200, so its first call races them all and drops a candidate that fails to build without a
+word), the default config elsewhere; on sm_90a the H100 and H200 table entries and the defaults;
+whole steps or a masked tail as the shape needs, the plain scales (the server's layout). ``--all``:
+every variant of ``cuda_compile_variants`` (both scale layouts and step kinds). The starter: the
+config each shape launches. Every kernel of the set is compiled, so an error that only one
+target's ``#if`` or one candidate's template reaches is found as surely as a syntax error.
+
+What it says. The first answer (the first error, or "compiles") on stderr once the first kernel of
+each target has compiled; then either NVRTC's own lines of the first kernel that failed (they name
+the .cu line), its target and config, the others that failed, exit 1; or one table: per kernel
+its target, config, registers, spilled bytes (the stack frame), static shared memory and, on
+Blackwell targets, the K loop's SASS per 16 B of a and lane (benchmarks/sass_count.py's measure:
+the largest backward-branch body that loads from global memory, over the chunks a lane reads
+per step), each beside the same figure for the last commit's kernel (``git show HEAD:...``,
+built with HEAD's own submission.py) as a difference, and a line that sums the differences up.
+Registers, stack and shared memory come from ``cuobjdump -res-usage``, the SASS from ``cuobjdump
+-sass`` (Triton's wheel ships cuobjdump). No projected time: these are facts of the compiler.
+
+The cache. Each kernel's result (its figures, or NVRTC's log) is kept in ``cache_dir()``
+($NVFP4_GEMV_CACHE, else $XDG_CACHE_HOME or ~/.cache, then nvfp4-gemv-kit/cuda-check), keyed by
+the source NVRTC compiles (the kernel and its wrapper: the config), the target, the options and
+the NVRTC version: a repeat is fast, and the first run after an edit compiles for real.
+
+The same check elsewhere: ``python3 eval.py bundle`` runs ``--status`` on the text it is about to
+write and refuses a kernel that does not compile; eval.py's human mode on a machine without a GPU
+names the outcome in its header (``header_check``: this file run as ``--status FILE`` in a process
+of its own, eval.py's staying torch-free; cached per file hash, ``status_cached``). The tools of
+benchmarks/ that compile and read the cuda kernel (sass_count.py, sass_dump.py, inflight.py,
+compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, ``k_loop``,
+``opcode``, ``sass_per_16b``.
+
+Exit status: 0 every kernel compiles, 1 one does not (or the source is one bundle refuses to
+copy), 2 bad arguments, a file with no CUDA kernel this check knows, or no NVRTC here.
+
+Public surface: ``main``, ``Variant``, ``KitKernels``, ``StarterKernels``, ``kernels_of``, ``launch_set``,
+``compile_set``, ``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``, ``header_check``,
+``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``, ``k_loop``, ``opcode``, ``sass_per_16b``,
+``DEFAULT_ARCHS``, ``ENV_CACHE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent
+KERNEL = "kernels/nvfp4_gemv.cu"
+COMMAND = "python3 eval.py compile"
+DEFAULT_ARCHS = ("sm_90a", "sm_100a")
+DEFAULT_SHAPES = "all"  # the official benchmark and test shapes (harness.SHAPE_SETS)
+ARCH_RE = re.compile(r"^sm_(\d{2,3})[af]?$")
+ENV_CACHE = "NVFP4_GEMV_CACHE"
+CHECK_VERSION = 1  # what a cache entry holds; a new value leaves the old entries unread
+STATUS_TIMEOUT_S = 900  # eval.py and bundle wait this long for --status (the default set: ~10 s measured)
+MAX_LOG_LINES = 30  # of NVRTC's log printed for the first failure
+CUDA_DEF = re.compile(r"^def (cuda_kernel|compile_cubin)\(", re.MULTILINE)
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class CheckError(Exception):
+    """The check cannot run (message: one line; ``code``: the exit status)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- SASS: cuobjdump and the K loop
+
+_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_TARGET = re.compile(r"0x([0-9a-f]+)")
+_PREDICATE = re.compile(r"^@!?U?P[T0-9]+\s+")
+_USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+
+
+def cuobjdump() -> str:
+    """The cuobjdump of Triton's wheel (or on PATH); '' where there is none."""
+    import shutil
+    try:
+        import triton
+        path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    return shutil.which("cuobjdump") or ""
+
+
+def dump(cubin: bytes, *flags: str) -> str:
+    """``cuobjdump FLAGS`` of a cubin (e.g. "-sass", "-res-usage"); raises CalledProcessError."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run([cuobjdump(), *flags, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def resource_usage(text: str) -> dict:
+    """{"registers", "stack", "shared", "local"} of the first function of ``cuobjdump -res-usage``'s
+    text (bytes per thread for stack and local: the stack frame holds spilled registers; static
+    shared bytes per block); {} where it names none."""
+    hit = _USAGE.search(text)
+    return dict(zip(("registers", "stack", "shared", "local"), map(int, hit.groups()), strict=True)) if hit else {}
+
+
+def opcode(text: str) -> str:
+    return text.split()[0].split(".")[0]
+
+
+def k_loop(sass: str, ring: bool = False) -> list[str]:
+    """The instructions of the largest backward-branch body that loads from global memory
+    (address order), predicates dropped. The loads matter: with the K split (KS > 1) the epilogue
+    that adds the parts' sums through shared memory is a larger loop than the K loop and loads
+    nothing from global memory (taken for the K loop before 2026-11-25, it gave e.g. 55.25 instead
+    of 51.25 SASS per 16 B for a KS 4 B200 candidate). ``ring``: a bulk-copy ring's consumer loop
+    instead, which reads a from shared memory: the smallest backward-branch body that waits on a
+    barrier (SYNCS) and reads 16-byte words of shared memory (LDS.128), i.e. one stage (with a
+    unit's sum and store where a stage is a whole unit)."""
+    insns = [(int(m.group(1), 16), m.group(2)) for m in _INSN.finditer(sass)]
+    best: list[str] = []
+    for addr, text in insns:
+        if "BRA" not in text:
+            continue
+        target = _TARGET.search(text.split("BRA", 1)[1])
+        if target and int(target.group(1), 16) < addr:
+            body = [t for a, t in insns if int(target.group(1), 16) <= a <= addr]
+            ops = [_PREDICATE.sub("", t) for t in body]
+            if ring:
+                if (any(o.startswith("SYNCS.PHASECHK") for o in ops) and any(o.startswith("LDS.128") for o in ops)
+                        and (not best or len(body) < len(best))):
+                    best = body
+            elif any(opcode(o) == "LDG" for o in ops) and len(body) > len(best):
+                best = body
+    return [_PREDICATE.sub("", t) for t in best]
+
+
+def sass_per_16b(sass: str, chunks: int, ring: bool = False) -> tuple[float | None, list[str]]:
+    """(the K loop's instructions per 16 B of a and lane, the loop): the loop over ``chunks``, the
+    16-byte chunks a lane reads per step (rpt x u); None where no such loop is found."""
+    body = k_loop(sass, ring)
+    return (len(body) / chunks if body else None), body
+
+
+# --------------------------------------------------------------------------- the kernels of a file
+
+class Variant(NamedTuple):
+    """One kernel: a config of the file's config type, whole steps (no bounds checks) or a masked
+    tail, the plain or the permuted scales, and the NVRTC target."""
+    config: object
+    full: bool
+    plain: bool
+    arch: str
+
+
+def capability(arch: str) -> tuple[int, int]:
+    """The compute capability an NVRTC target is for: sm_90a (9, 0), sm_100a (10, 0), sm_120a (12, 0)."""
+    digits = ARCH_RE.match(arch).group(1)
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _sha(*parts) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _nvrtc_version(lib) -> str:
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return f"NVRTC {major.value}.{minor.value}"
+
+
+class KitKernels:
+    """The kernels of a file built like the kit's submission.py. ``kernel_text``: the kernel to
+    compile in place of the file's own copy (CUDA_SRC), with the file's wrappers (the default:
+    kernels/nvfp4_gemv.cu as bundle would copy it). ``block_line``: the 0-based line of the file
+    where its copy of the kernel starts, for naming the file's line of an error (None: the kernel is
+    its own file)."""
+    kind = "kit"
+
+    def __init__(self, module, file_text: str = "", kernel_text: str | None = None, block_line: int | None = None):
+        self.module, self.kernel_text, self.block_line = module, kernel_text, block_line
+        self.errors = (module.CudaBuildError, ValueError, TypeError)  # a config the file's CudaConfig refuses
+        self._options = getattr(module, "cuda_options", None)
+        self._file = _sha(file_text)  # keys the options where the file does not name them (cuda_options)
+        self._compiler = None
+
+    def missing(self) -> str:
+        """'' where NVRTC is here, else why not."""
+        try:
+            self.module.find_nvrtc()
+        except self.module.CudaBuildError as exc:
+            return str(exc)
+        return ""
+
+    def compiler(self) -> str:
+        if self._compiler is None:
+            self._compiler = "NVRTC {}.{}".format(*self.module.nvrtc_version())
+        return self._compiler
+
+    def config(self, cfg):
+        """``cfg`` (another file's config: the last commit's kernels get today's) as this file's
+        CudaConfig; ValueError where it sets a field this file lacks to anything but its default."""
+        mine = self.module.CudaConfig
+        if isinstance(cfg, mine) or not hasattr(cfg, "_asdict"):
+            return cfg
+        fields, defaults = cfg._asdict(), getattr(type(cfg), "_field_defaults", {})
+        extra = [name for name, value in fields.items() if name not in mine._fields and defaults.get(name) != value]
+        if extra:
+            raise ValueError(f"this CudaConfig has no field {', '.join(extra)}")
+        return mine(**{name: value for name, value in fields.items() if name in mine._fields})
+
+    def source(self, v: Variant) -> str:
+        source = self.module.cuda_kernel(self.config(v.config), v.full, v.plain)[1]
+        if self.kernel_text is not None:
+            source = self.kernel_text + source[len(self.module.CUDA_SRC):]
+        return source
+
+    def key(self, v: Variant) -> str:
+        options = self._options(v.arch) if self._options else self._file
+        return _sha(CHECK_VERSION, self.source(v), v.arch, options, self.compiler())
+
+    def compile(self, v: Variant) -> bytes:
+        return self.module.cuda_compile(self.source(v), v.arch)
+
+    @staticmethod
+    def chunks(v: Variant) -> tuple[int, bool]:
+        """(16-byte chunks of a a lane reads per step, whether it is the bulk-copy ring)."""
+        return v.config.rpt * v.config.u, bool(v.config.ring)
+
+    @staticmethod
+    def label(v: Variant) -> str:
+        text = repr(v.config)
+        text = text[text.index("(") + 1:-1] if "(" in text else text
+        return text + ("" if v.full else ", tail") + ("" if v.plain else ", permuted scales")
+
+    def launch_set(self, arch: str, shapes: list) -> list[Variant]:
+        """What a GPU of ``arch`` may launch on ``shapes`` (see the module's docstring)."""
+        mod, cap = self.module, capability(arch)
+        tuned = getattr(mod, "tuned_shape", None) or (lambda m, k, l: (m, k, l) in mod.TUNED_SHAPES)
+        tables = [table for model, table in (getattr(mod, "CUDA_MEASURED", None) or {}).items()
+                  if cap[0] == 9 and ("H100" in model or "H200" in model)]
+        out = []
+        for m, k, l in shapes:
+            cands = mod.BACKENDS["cuda"].candidates(m, k, l, cap)
+            if cap[0] == 9:
+                picks = cands[:1] + [table[(m, k, l)].with_decode(cap) for table in tables if (m, k, l) in table]
+            else:
+                picks = cands if tuned(m, k, l) else cands[:1]
+            out += [Variant(cfg, bool(cfg.ring) or (k // 32) % (cfg.lpr * cfg.u) == 0, True, arch) for cfg in picks]
+        return list(dict.fromkeys(out))
+
+    def every_variant(self, arch: str) -> list[Variant]:
+        return [Variant(cfg, full, plain, arch) for cfg, full, plain in self.module.cuda_compile_variants()]
+
+    def file_line(self, line: int) -> int | None:
+        """The file's line holding line ``line`` of the kernel (None: the kernel is its own file)."""
+        return None if self.block_line is None else self.block_line + line
+
+
+class StarterKernels:
+    """The kernels of a file built like examples/starter_cuda.py: ``compile_cubin(cfg, target)``
+    builds ``CUDA_SRC`` for one config of ``CONFIGS`` (per shape) or ``DEFAULT``."""
+    kind = "starter"
+    errors = (RuntimeError, ValueError)
+
+    def __init__(self, module, file_text: str = ""):
+        self.module, self._file, self._compiler = module, _sha(file_text), None
+
+    def missing(self) -> str:
+        try:
+            self.module.nvrtc()
+        except RuntimeError as exc:
+            return str(exc)
+        return ""
+
+    def compiler(self) -> str:
+        if self._compiler is None:
+            self._compiler = _nvrtc_version(self.module.nvrtc())
+        return self._compiler
+
+    def key(self, v: Variant) -> str:  # the options live in compile_cubin: the file's text keys them
+        return _sha(CHECK_VERSION, getattr(self.module, "CUDA_SRC", ""), repr(v.config), v.arch, self._file,
+                    self.compiler())
+
+    def compile(self, v: Variant) -> bytes:
+        return self.module.compile_cubin(v.config, v.arch)
+
+    @staticmethod
+    def chunks(v: Variant) -> None:  # its K loop's step is not a config field: no SASS count
+        return None
+
+    @staticmethod
+    def label(v: Variant) -> str:
+        return repr(v.config)
+
+    def launch_set(self, arch: str, shapes: list) -> list[Variant]:
+        configs = self.module.CONFIGS
+        return list(dict.fromkeys(Variant(configs.get((m, k, l), self.module.DEFAULT), True, True, arch)
+                                  for m, k, l in shapes))
+
+    def every_variant(self, arch: str) -> list[Variant]:
+        return [Variant(cfg, True, True, arch) for cfg in dict.fromkeys([*self.module.CONFIGS.values(),
+                                                                          self.module.DEFAULT])]
+
+    @staticmethod
+    def file_line(line: int) -> None:
+        return None
+
+
+KIT_NEEDS = ("cuda_kernel", "cuda_compile", "cuda_compile_variants", "CudaConfig", "BACKENDS", "CudaBuildError",
+             "find_nvrtc", "nvrtc_version", "CUDA_SRC")
+STARTER_NEEDS = ("compile_cubin", "nvrtc", "CONFIGS", "DEFAULT")
+
+
+def kernels_of(module, file_text: str = "", kernel_text: str | None = None, block_line: int | None = None):
+    """The kernels of a loaded submission: KitKernels, StarterKernels, or None (no CUDA kernel this
+    check knows)."""
+    if all(hasattr(module, name) for name in KIT_NEEDS):
+        return KitKernels(module, file_text, kernel_text, block_line)
+    if all(hasattr(module, name) for name in STARTER_NEEDS):
+        return StarterKernels(module, file_text)
+    return None
+
+
+def launch_set(kernels, archs, shapes: list, every: bool = False) -> list[Variant]:
+    """The kernels of the check, target by target: ``launch_set`` per target, or (``every``) every variant."""
+    out = []
+    for arch in archs:
+        out += kernels.every_variant(arch) if every else kernels.launch_set(arch, shapes)
+    return list(dict.fromkeys(out))
+
+
+def carries_cuda(text: str) -> bool:
+    """Whether a file's text defines the functions a CUDA kernel this check knows is built by
+    (``def cuda_kernel(`` or ``def compile_cubin(`` at the top level): read without importing it."""
+    return bool(CUDA_DEF.search(text))
+
+
+# --------------------------------------------------------------------------- the cache
+
+def cache_dir() -> Path:
+    """Where results are kept: $NVFP4_GEMV_CACHE, else the user's cache folder (XDG_CACHE_HOME or
+    ~/.cache) / nvfp4-gemv-kit / cuda-check."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-gemv-kit" / "cuda-check"
+
+
+def _cache_read(kind: str, key: str) -> dict | None:
+    try:
+        value = json.loads((cache_dir() / kind / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) and value.get("version") == CHECK_VERSION else None
+
+
+def _cache_write(kind: str, key: str, value: dict) -> None:
+    """Whole or absent: another process may read the file at once; a cache that cannot be written
+    (a read-only home) is no error."""
+    path = cache_dir() / kind / f"{key}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{os.getpid()}.{id(value)}")
+        part.write_text(json.dumps({**value, "version": CHECK_VERSION}))
+        os.replace(part, path)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- compiling
+
+def _log(message: str) -> list[str]:
+    """NVRTC's own lines from a build error's message (the kit's and the starter's put one line of
+    their own first)."""
+    lines = str(message).splitlines()
+    head = lines[0] if lines else ""
+    if len(lines) > 1 and head.rstrip().endswith(":"):
+        lines = lines[1:]
+    elif ": " in head and "could not compile" in head:
+        lines = [head.split(": ", 1)[1]] + lines[1:]
+    return [ln.rstrip() for ln in lines if ln.strip()]
+
+
+def first_error(log: list[str]) -> str:
+    """The line of NVRTC's log that names the first error (else its first line)."""
+    return next((ln.strip() for ln in log if re.search(r"\berror\b", ln)), log[0].strip() if log else "")
+
+
+def build(kernels, v: Variant, count_sass: bool, tools: bool = True) -> dict:
+    """One kernel compiled (or its cached result): {"ok": True, "registers", "stack", "shared",
+    "local", "sass" (per 16 B; with ``count_sass``), "loop"} or {"ok": False, "log": NVRTC's
+    lines}. ``tools``: whether cuobjdump is here (else the figures are None)."""
+    try:
+        key = kernels.key(v)
+    except kernels.errors as exc:  # the file's cuda_kernel refuses the config: no source at all
+        return {"ok": False, "log": [str(exc)]}
+    hit = _cache_read("kernels", key)
+    if hit is not None and (not hit["ok"] or not tools or hit.get("sass") is not None
+                            or not count_sass or kernels.chunks(v) is None):
+        return hit
+    try:
+        cubin = kernels.compile(v)
+    except kernels.errors as exc:
+        result = {"ok": False, "log": _log(str(exc))}
+    else:
+        result = {"ok": True, "registers": None, "stack": None, "shared": None, "local": None, "sass": None,
+                  "loop": None}
+        chunks = kernels.chunks(v) if count_sass else None
+        if tools:
+            text = dump(cubin, "-res-usage", *(["-sass"] if chunks else []))
+            result.update(resource_usage(text))
+            if chunks:
+                per, body = sass_per_16b(text, *chunks)
+                result.update(sass=per, loop=len(body))
+    _cache_write("kernels", key, result)
+    return result
+
+
+def _workers() -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, 8))
+
+
+def sass_target(arch: str) -> bool:
+    """Whether the table counts an arch's K loop: the Blackwell targets (compute capability >= 10)."""
+    return capability(arch)[0] >= 10
+
+
+def compile_set(kernels, variants: list, measure: bool = False, head=None, on_first=None) -> tuple[list, list]:
+    """Every variant compiled (NVRTC in threads: it runs outside the GIL), the first of each target
+    first: where one of those fails the rest is not compiled (their results are None). ``measure``:
+    registers and the like, and the SASS count on Blackwell targets. ``head``: another file's
+    kernels (the last commit's) whose same variants are compiled after ours, for the table's
+    differences (None where its code does not build the variant). ``on_first(seconds)``: called
+    once the first of each target compiled. Returns (results, head's results)."""
+    tools = measure and bool(cuobjdump())
+    results, theirs = [None] * len(variants), [None] * len(variants)
+    firsts = list({v.arch: i for i, v in reversed(list(enumerate(variants)))}.values())
+    started = time.perf_counter()
+    with ThreadPoolExecutor(_workers()) as pool:
+        def run(which, i):
+            return build(which, variants[i], measure and sass_target(variants[i].arch), tools)
+
+        for i, res in zip(firsts, pool.map(lambda i: run(kernels, i), firsts), strict=True):
+            results[i] = res
+        if not all(results[i]["ok"] for i in firsts):
+            return results, theirs
+        if on_first:
+            on_first(time.perf_counter() - started)
+        rest = [i for i in range(len(variants)) if results[i] is None]
+        for i, res in zip(rest, pool.map(lambda i: run(kernels, i), rest), strict=True):
+            results[i] = res
+        if head is None or not all(res["ok"] for res in results):
+            return results, theirs
+        for i, job in [(i, pool.submit(run, head, i)) for i in range(len(variants))]:
+            res = job.result()
+            theirs[i] = res if res["ok"] else None
+    return results, theirs
+
+
+# --------------------------------------------------------------------------- loading files, HEAD
+
+def load_file(path: Path, name: str, display: str):
+    """The file imported as module ``name`` (harness.load_submission, nothing kept); CheckError
+    with one line where it does not import."""
+    from harness import load_submission, one_line
+    try:
+        return load_submission(path, name, keep=False)
+    except Exception as exc:  # noqa: BLE001 - any failure of the file's own code, in one line
+        raise CheckError(one_line(f"{display} does not import: {type(exc).__name__}: {exc}")) from None
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
+
+
+def head_file(path: Path) -> tuple[str | None, str]:
+    """(the text of ``path`` at the last commit of its repository, the commit's short hash), or
+    (None, why not)."""
+    path = path.resolve()
+    top = _git(path.parent, "rev-parse", "--show-toplevel")
+    if top is None:
+        return None, f"{path.parent} is not in a git checkout"
+    rev = (_git(path.parent, "rev-parse", "--short", "HEAD") or "").strip()
+    rel = path.relative_to(Path(top.strip()).resolve()).as_posix()
+    text = _git(path.parent, "show", f"HEAD:{rel}") if rev else None
+    return (text, rev) if text is not None else (None, f"HEAD has no {rel}")
+
+
+def _module_of_text(text: str, name: str, display: str, files: dict | None = None):
+    """``text`` imported as a module from a folder of its own (with ``files``: {relative path: text}
+    beside it)."""
+    with tempfile.TemporaryDirectory(prefix="nvfp4_cuda_check_") as tmp:
+        path = Path(tmp) / "submission.py"
+        path.write_text(text, encoding="utf-8")
+        for rel, content in (files or {}).items():
+            (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / rel).write_text(content, encoding="utf-8")
+        return load_file(path, name, display)
+
+
+def _bundled_head(sub: Path) -> tuple[str | None, str]:
+    """(HEAD's submission.py with its blocks copied from HEAD's sources, the commit), or (None, why)."""
+    import bundle
+    text, rev = head_file(sub)
+    if text is None:
+        return None, rev
+    files = {}
+    try:
+        for block in bundle.blocks(text):
+            source, _ = head_file(sub.parent / block.path)
+            if source is None:
+                return None, f"HEAD has no {block.path}"
+            files[block.path] = source
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel, content in files.items():
+                (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / rel).write_text(content, encoding="utf-8")
+            return bundle.bundled(text, Path(tmp)), rev
+    except bundle.BundleError as exc:
+        return None, f"HEAD's {sub.name} cannot be bundled: {exc}"
+
+
+def head_kernels(text: str | None, why: str, kind: str):
+    """(HEAD's kernels of the same kind, the label of HEAD or why there is none)."""
+    if text is None:
+        return None, why
+    try:
+        module = _module_of_text(text, "nvfp4_cuda_check_head", f"HEAD's {why}")
+    except CheckError as exc:
+        return None, str(exc)
+    found = kernels_of(module, text)
+    if found is None or found.kind != kind:
+        return None, f"HEAD's file ({why}) builds no kernel of the same kind"
+    return found, why
+
+
+# --------------------------------------------------------------------------- the report
+
+def _number(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+
+
+def _cell(now, then) -> str:
+    if now is None or then is None or now == then:
+        return _number(now)
+    return f"{_number(now)} ({'+' if now > then else '-'}{_number(abs(now - then))})"
+
+
+COLUMNS = (("registers", "registers"), ("stack", "spilled B"), ("shared", "shared B"), ("sass", "SASS per 16 B"))
+
+
+def table(kernels, variants: list, results: list, theirs: list) -> list[str]:
+    """The success table: a row per kernel, each figure beside HEAD's as a difference."""
+    rows = [["target", "config", *(title for _, title in COLUMNS)]]
+    for v, mine, head in zip(variants, results, theirs, strict=True):
+        rows.append([v.arch, kernels.label(v), *(_cell(mine.get(key), (head or {}).get(key)) for key, _ in COLUMNS)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return lines
+
+
+def differences(variants: list, results: list, theirs: list) -> str:
+    """One line summing up the differences from HEAD, per figure ("SASS per 16 B on sm_100a +3.5
+    (12 of 38 kernels)", "registers -1 to +2 (4 of 51)", "spilled bytes the same")."""
+    parts = []
+    for key, name in (("sass", "SASS per 16 B"), ("registers", "registers"), ("stack", "spilled bytes"),
+                      ("shared", "shared memory")):
+        for arch in sorted({v.arch for v in variants}) if key == "sass" else [None]:
+            pairs = [(mine[key], head[key]) for v, mine, head in zip(variants, results, theirs, strict=True)
+                     if head is not None and mine.get(key) is not None and head.get(key) is not None
+                     and arch in (None, v.arch)]
+            if not pairs:
+                continue
+            label = f"{name} on {arch}" if arch else name
+            deltas = [a - b for a, b in pairs if a != b]
+            if not deltas:
+                parts.append(f"{label} the same")
+                continue
+            low, high = min(deltas), max(deltas)
+            span = f"{low:+g}" if low == high else f"{low:+g} to {high:+g}"
+            parts.append(f"{label} {span} ({len(deltas)} of {len(pairs)} kernels)")
+    return "; ".join(parts)
+
+
+def _archs_text(archs) -> str:
+    archs = list(archs)
+    return archs[0] if len(archs) == 1 else ", ".join(archs[:-1]) + " and " + archs[-1]
+
+
+def failure_report(kernels, name: str, variants: list, results: list) -> list[str]:
+    """The lines of a failure: NVRTC's own lines of the first kernel that failed, its target and
+    config; the others that failed, grouped by their first error line."""
+    failed = [(v, r) for v, r in zip(variants, results, strict=True) if r is not None and not r["ok"]]
+    v, r = failed[0]
+    compiled = sum(1 for res in results if res is not None)
+    lines = [f"error: {name} does not compile for {v.arch} ({kernels.label(v)}); {kernels.compiler()} says:"]
+    log = r["log"]
+    lines += log[:MAX_LOG_LINES] + [f"... ({len(log) - MAX_LOG_LINES} more lines)"] * (len(log) > MAX_LOG_LINES)
+    at = re.search(r"\((\d+)\): ", first_error(log))
+    line = kernels.file_line(int(at.group(1))) if at else None
+    if line is not None:
+        lines.append(f"(line {at.group(1)} of the kernel is {name} line {line})")
+    groups = {}
+    for other, res in failed[1:]:
+        groups.setdefault(first_error(res["log"]), []).append(other)
+    for error, others in groups.items():
+        same = "the same error" if error == first_error(log) else error
+        shown = "; ".join(f"{o.arch} {kernels.label(o)}" for o in others[:4])
+        more = f" and {len(others) - 4} more" if len(others) > 4 else ""
+        lines.append(f"also fails ({same}): {shown}{more}")
+    lines.append(f"{len(failed)} of the {compiled} kernels compiled so far failed ({len(variants)} in the set)")
+    return lines
+
+
+# --------------------------------------------------------------------------- --status: the header's and bundle's check
+
+def status_of(kernels, variants: list, results: list) -> dict:
+    """What eval.py's header and bundle read of a check of the default set."""
+    failed = [(v, r) for v, r in zip(variants, results, strict=True) if r is not None and not r["ok"]]
+    archs = {}
+    for v in variants:
+        archs[v.arch] = archs.get(v.arch, 0) + 1
+    compiled = sum(1 for r in results if r is not None)
+    said = (f"{len(failed)} of {compiled} kernels" + ("" if compiled == len(variants) else
+                                                      f" compiled so far, {len(variants)} in the set"))
+    return {"compiles": not failed, "kind": kernels.kind, "compiler": kernels.compiler(), "archs": archs,
+            "failures": [{"arch": v.arch, "config": kernels.label(v), "error": first_error(r["log"])}
+                         for v, r in failed], "failed": said,
+            "log": failed[0][1]["log"][:MAX_LOG_LINES] if failed else [], "missing": ""}
+
+
+def _file_sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def status_cached(path: Path | str) -> dict | None:
+    """The status of the file at ``path`` from the cache (keyed by its bytes), or None."""
+    try:
+        return _cache_read("status", _file_sha(Path(path).read_bytes()))
+    except OSError:
+        return None
+
+
+def status_line(status: dict) -> str:
+    """The header's line of a status ('' for a file with no CUDA kernel)."""
+    if not status or status.get("kind") is None:
+        return ""
+    if status.get("missing"):
+        return f"cuda kernel: not compiled here ({str(status['missing'])[:200]})"
+    if status.get("error"):
+        return f"cuda kernel: the compile check gave no answer: {str(status['error'])[:300]}"
+    archs = status.get("archs") or {}
+    if status.get("compiles"):
+        return (f"cuda kernel: compiles for {_archs_text(archs)} ({sum(archs.values())} kernels, "
+                f"{status.get('compiler')}; no GPU used)")
+    first = (status.get("failures") or [{}])[0]
+    return (f"cuda kernel: does not compile for {first.get('arch')} ({first.get('config')}; {status.get('failed')}): "
+            f"{first['error']} (`{COMMAND}` shows NVRTC's lines)")
+
+
+def _status_main(path: Path) -> dict:
+    """The default set of the file at ``path`` compiled (no figures), its status cached by the
+    file's bytes."""
+    data = path.read_bytes()
+    key = _file_sha(data)
+    cached = _cache_read("status", key)
+    if cached is not None:
+        return cached
+    text = data.decode("utf-8", errors="replace")
+    if not carries_cuda(text):
+        return {"kind": None}
+    try:
+        kernels = kernels_of(load_file(path, "nvfp4_cuda_check_status", str(path)), text,
+                             block_line=_block_line(text))
+    except CheckError as exc:
+        return {"kind": "unknown", "error": str(exc)}
+    if kernels is None:
+        return {"kind": None}
+    missing = kernels.missing()
+    if missing:
+        return {"kind": kernels.kind, "missing": missing}
+    from cute_check import load_shapes
+    variants = launch_set(kernels, DEFAULT_ARCHS, load_shapes(DEFAULT_SHAPES))
+    results, _ = compile_set(kernels, variants)
+    status = status_of(kernels, variants, results)
+    _cache_write("status", key, status)
+    return status
+
+
+class HeaderCheck:
+    """A status on its way: read from the cache, or computed by this file run as ``--status FILE``
+    in a process of its own (the caller stays torch-free)."""
+
+    def __init__(self, path: Path):
+        self.status, self.proc = status_cached(path), None
+        if self.status is None:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--status", str(Path(path).resolve())]
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+            atexit.register(self._stop)
+
+    def _stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+    def result(self, timeout: float = STATUS_TIMEOUT_S) -> dict:
+        if self.proc is not None:
+            try:
+                out, err = self.proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._stop()
+                out, err = "", f"no answer within {timeout:g} s"
+            found = [ln for ln in out.splitlines() if ln.startswith("CUDA_CHECK ")]
+            tail = " | ".join(ln.strip() for ln in (err or "").strip().splitlines()[-2:])
+            self.status = (json.loads(found[-1][len("CUDA_CHECK "):]) if found
+                           else {"kind": "unknown", "error": tail or f"exit {self.proc.returncode}"})
+            self.proc = None
+        return self.status
+
+
+def header_check(path: Path | str) -> HeaderCheck | None:
+    """For eval.py's header on a machine without a GPU: None where the file carries no CUDA kernel
+    this check knows (read without importing it), else its status on its way (a line on stderr
+    when it must be computed)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if not carries_cuda(text):
+        return None
+    check = HeaderCheck(Path(path))
+    if check.proc is not None:
+        print(f"[compile] the cuda kernel compiling for {_archs_text(DEFAULT_ARCHS)} beside the cases (no GPU "
+              "here; the answer is kept per file)", file=sys.stderr, flush=True)
+    return check
+
+
+# --------------------------------------------------------------------------- the command line
+
+def _block_line(text: str, path: str = KERNEL) -> int | None:
+    """The 0-based line of ``text`` where its bundled copy of ``path`` starts (None: no such block)."""
+    import bundle
+    try:
+        return next((b.first for b in bundle.blocks(text) if b.path == path), None)
+    except bundle.BundleError:
+        return None
+
+
+def _default_target(args) -> tuple:
+    """(display name, the text to load, its file's kernels' block line, kernel text, HEAD's text and
+    its label or why none) of the kit's own kernel as bundle would copy it."""
+    import bundle
+    sub = bundle.SUBMISSION
+    try:
+        text = bundle.bundled(sub.read_text(encoding="utf-8"), sub.parent)
+    except (bundle.BundleError, OSError) as exc:
+        raise CheckError(f"{KERNEL} cannot be copied as bundle would: {exc}", EXIT_FAIL) from None
+    state = bundle.kit_state(sub)
+    if state.why:
+        print(f"note: this compiles {KERNEL} as `python3 eval.py bundle` would copy it; submission.py's own copy "
+              f"differs: {state.why}", file=sys.stderr)
+    head_text, head_why = _bundled_head(sub) if not args.no_head else (None, "--no-head")
+    return KERNEL, text, None, head_text, head_why
+
+
+def _given_target(path: Path, args) -> tuple:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CheckError(f"{path}: not UTF-8 text") from None
+    head_text, head_why = head_file(path) if not args.no_head else (None, "--no-head")
+    return str(path), text, _block_line(text), head_text, head_why
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=COMMAND, description="Compile the kit's cuda kernel (or a file's) with NVRTC for each target, without "
+        "a GPU: every kernel the GPUs may launch on the official shapes; registers, spills, shared memory and the "
+        "Blackwell K loop's SASS per 16 B beside the last commit's. A CuTe DSL file (import cutlass) goes to its own "
+        "check (docs/cute.md).")
+    ap.add_argument("submission", nargs="?", help=f"a file carrying a CUDA kernel (default: {KERNEL} as bundle would "
+                                                  "copy it into submission.py)")
+    ap.add_argument("--arch", action="append", metavar="ARCH",
+                    help=f"an NVRTC target, repeatable (default {' and '.join(DEFAULT_ARCHS)}); e.g. sm_120a")
+    ap.add_argument("--all", action="store_true", help="every variant cuda_compile_variants knows (both scale "
+                                                        "layouts and step kinds), not what the shapes launch")
+    ap.add_argument("--shapes", metavar="tests|benchmarks|all|FILE",
+                    help=f"the shapes whose kernels are compiled (default {DEFAULT_SHAPES}: the official benchmark "
+                         "and test shapes)")
+    ap.add_argument("--no-head", action="store_true", help="no comparison with the last commit's kernel")
+    return ap
+
+
+def _is_cute(argv: list[str]) -> bool:
+    """Whether the file the arguments name is a CuTe DSL submission (the CuTe check takes it)."""
+    args, _ = _parser().parse_known_args(argv)
+    if not args.submission:
+        return False
+    try:
+        text = Path(args.submission).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    from cute_check import is_cute_source
+    return is_cute_source(text)
+
+
+def _check(args) -> int:
+    from cute_check import load_shapes
+    archs = list(dict.fromkeys(args.arch or DEFAULT_ARCHS))
+    bad = [a for a in archs if not ARCH_RE.match(a)]
+    if bad:
+        raise CheckError(f"--arch takes NVRTC targets like sm_100a or sm_90a, got {', '.join(bad)}")
+    if args.all and args.shapes:
+        raise CheckError("--all compiles every variant whatever the shapes: give --all or --shapes, not both")
+    try:
+        shapes = load_shapes(args.shapes or DEFAULT_SHAPES)
+    except ValueError as exc:
+        raise CheckError(str(exc)) from None
+    if args.submission:
+        from harness import submission_problem
+        problem = submission_problem(Path(args.submission))
+        if problem:
+            raise CheckError(f"{problem}; {COMMAND} takes a submission file carrying a CUDA kernel "
+                             "(submission.py, examples/starter_cuda.py) or a CuTe DSL one")
+        name, text, block_line, head_text, head_why = _given_target(Path(args.submission), args)
+        kernel_text = None
+    else:
+        name, text, block_line, head_text, head_why = _default_target(args)
+        kernel_text = None
+    if not carries_cuda(text):
+        raise CheckError(f"{name}: no CUDA kernel this check knows (neither submission.py's cuda_kernel nor the "
+                         "starter's compile_cubin) and no CuTe DSL import: nothing to compile")
+    module = _module_of_text(text, "nvfp4_cuda_check", name)
+    kernels = kernels_of(module, text, kernel_text, block_line)
+    if kernels is None:
+        raise CheckError(f"{name} defines cuda_kernel or compile_cubin but not the rest of what this check builds "
+                         f"with ({', '.join(KIT_NEEDS)}, or {', '.join(STARTER_NEEDS)})")
+    missing = kernels.missing()
+    if missing:
+        raise CheckError(f"no NVRTC here ({missing}); the dev extra installs it: python3 -m pip install -e \".[dev]\"")
+    variants = launch_set(kernels, archs, shapes, args.all)
+    head, head_label = head_kernels(head_text, head_why, kernels.kind)
+    started = time.perf_counter()
+
+    def first(seconds):
+        print(f"{name}: compiles for {_archs_text(archs)} (the first kernel of each, {seconds:.1f} s); now the "
+              f"other {len(variants) - len(archs)}" + (" and HEAD's" if head is not None else ""),
+              file=sys.stderr, flush=True)
+
+    results, theirs = compile_set(kernels, variants, measure=True, head=head, on_first=first)
+    for row in results:
+        if row is not None and not row["ok"] and re.search(r"gpu-architecture|invalid value for", " ".join(row["log"])):
+            raise CheckError(f"--arch: {kernels.compiler()} does not take a target here: {first_error(row['log'])}")
+    default = not args.arch and not args.shapes and not args.all
+    if default and all(r is not None for r in results):
+        _cache_write("status", _file_sha(text.encode("utf-8")), status_of(kernels, variants, results))
+    if not all(r is not None and r["ok"] for r in results):
+        for line in failure_report(kernels, name, variants, results):
+            print(line, file=sys.stderr)
+        return EXIT_FAIL
+    seconds = time.perf_counter() - started
+    counts = {}
+    for v in variants:
+        counts[v.arch] = counts.get(v.arch, 0) + 1
+    what = ("every variant" if args.all else "what the GPUs may launch on the "
+            + (f"shapes of {args.shapes}" if args.shapes else "official benchmark and test shapes"))
+    print(f"{name}: compiles for " + _archs_text(f"{a} ({n} kernels)" for a, n in counts.items())
+          + f"; {what}; {kernels.compiler()}, {seconds:.1f} s, no GPU used")
+    if not cuobjdump():
+        print("note: no cuobjdump here (Triton's wheel ships one): registers, spills and SASS not read",
+              file=sys.stderr)
+    print("\n".join(table(kernels, variants, results, theirs)))
+    if head is None:
+        print(f"no comparison with the last commit: {head_label}")
+    else:
+        said = differences(variants, results, theirs)
+        print(f"beside HEAD ({head_label}): (+n) / (-n) is this kernel's figure minus HEAD's; "
+              + (said or "no figure to compare"))
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--status"] and len(argv) == 2:  # eval.py's header and bundle: one JSON line
+        print("CUDA_CHECK " + json.dumps(_status_main(Path(argv[1]))), flush=True)
+        return EXIT_OK
+    if _is_cute(argv):
+        from cute_check import main as cute_main
+        return cute_main(argv)
+    args = _parser().parse_args(argv)
+    try:
+        return _check(args)
+    except CheckError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("error: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
