@@ -378,7 +378,9 @@ def _cache_read(kind: str, key: str) -> dict | None:
         value = json.loads((cache_dir() / kind / f"{key}.json").read_text())
     except (OSError, ValueError):
         return None
-    return value if isinstance(value, dict) and value.get("version") == CHECK_VERSION else None
+    if not isinstance(value, dict) or value.pop("version", None) != CHECK_VERSION:
+        return None
+    return value
 
 
 def _cache_write(kind: str, key: str, value: dict) -> None:
@@ -659,9 +661,13 @@ def status_of(kernels, variants: list, results: list) -> dict:
     said = (f"{len(failed)} of {compiled} kernels" + ("" if compiled == len(variants) else
                                                       f" compiled so far, {len(variants)} in the set"))
     return {"compiles": not failed, "kind": kernels.kind, "compiler": kernels.compiler(), "archs": archs,
-            "failures": [{"arch": v.arch, "config": kernels.label(v), "error": first_error(r["log"])}
+            "failures": [{"arch": v.arch, "config": kernels.label(v), "error": _short(first_error(r["log"]))}
                          for v, r in failed], "failed": said,
             "log": failed[0][1]["log"][:MAX_LOG_LINES] if failed else [], "missing": ""}
+
+
+def _short(line: str, most: int = 240) -> str:
+    return line if len(line) <= most else line[:most - 3] + "..."
 
 
 def _file_sha(data: bytes) -> str:
@@ -676,21 +682,21 @@ def status_cached(path: Path | str) -> dict | None:
         return None
 
 
-def status_line(status: dict) -> str:
+def status_line(status: dict, subject: str = "cuda kernel") -> str:
     """The header's line of a status ('' for a file with no CUDA kernel)."""
     if not status or status.get("kind") is None:
         return ""
     if status.get("missing"):
-        return f"cuda kernel: not compiled here ({str(status['missing'])[:200]})"
+        return f"{subject}: not compiled here ({str(status['missing'])[:200]})"
     if status.get("error"):
-        return f"cuda kernel: the compile check gave no answer: {str(status['error'])[:300]}"
+        return f"{subject}: the compile check gave no answer: {str(status['error'])[:300]}"
     archs = status.get("archs") or {}
     if status.get("compiles"):
-        return (f"cuda kernel: compiles for {_archs_text(archs)} ({sum(archs.values())} kernels, "
+        return (f"{subject}: compiles for {_archs_text(archs)} ({sum(archs.values())} kernels, "
                 f"{status.get('compiler')}; no GPU used)")
     first = (status.get("failures") or [{}])[0]
-    return (f"cuda kernel: does not compile for {first.get('arch')} ({first.get('config')}; {status.get('failed')}): "
-            f"{first['error']} (`{COMMAND}` shows NVRTC's lines)")
+    return (f"{subject}: does not compile for {first.get('arch')} ({first.get('config')}; {status.get('failed')}): "
+            f"{first.get('error')} (`{COMMAND}` shows NVRTC's lines)")
 
 
 def _status_main(path: Path) -> dict:
@@ -722,9 +728,9 @@ def _status_main(path: Path) -> dict:
     return status
 
 
-class HeaderCheck:
-    """A status on its way: read from the cache, or computed by this file run as ``--status FILE``
-    in a process of its own (the caller stays torch-free)."""
+class _Pending:
+    """One file's status on its way: from the cache, or from this file run as ``--status FILE`` in a
+    process of its own (the caller stays torch-free)."""
 
     def __init__(self, path: Path):
         self.status, self.proc = status_cached(path), None
@@ -738,7 +744,7 @@ class HeaderCheck:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
 
-    def result(self, timeout: float = STATUS_TIMEOUT_S) -> dict:
+    def result(self, timeout: float) -> dict:
         if self.proc is not None:
             try:
                 out, err = self.proc.communicate(timeout=timeout)
@@ -753,10 +759,57 @@ class HeaderCheck:
         return self.status
 
 
+class HeaderCheck:
+    """eval.py's header lines on a machine without a GPU: whether the file's cuda kernel compiles
+    and, for the kit's own submission.py whose copies differ from kernels/, whether kernels/ as
+    bundle would copy them does (the edit bundle has not written yet)."""
+
+    def __init__(self, path: Path):
+        self.pending = {"cuda kernel": _Pending(path)}
+        self._staged = None
+        text = _unbundled(path)
+        if text is not None:
+            self._staged = tempfile.TemporaryDirectory(prefix="nvfp4_cuda_check_")
+            staged = Path(self._staged.name) / "submission.py"
+            staged.write_text(text, encoding="utf-8")
+            self.pending[f"{KERNEL} as bundle would copy it"] = _Pending(staged)
+        self._result = None
+
+    @property
+    def computing(self) -> bool:
+        return any(p.proc is not None for p in self.pending.values())
+
+    def result(self, timeout: float = STATUS_TIMEOUT_S) -> dict:
+        """{subject: status}, once every status is in."""
+        if self._result is None:
+            self._result = {subject: p.result(timeout) for subject, p in self.pending.items()}
+            if self._staged is not None:
+                self._staged.cleanup()
+        return self._result
+
+    def below_first_line(self, table: str) -> str:
+        """``table`` (eval.py's) with the header's lines after its first line."""
+        lines = [line for subject, status in self.result().items() if (line := status_line(status, subject))]
+        first, _, rest = table.partition("\n")
+        return "\n".join([first, *lines, rest])
+
+
+def _unbundled(path: Path) -> str | None:
+    """The text bundle would write into the kit's own submission.py where its copies differ from
+    their sources (None for another file, or one in sync)."""
+    import bundle
+    if bundle.kit_state(path).state in (bundle.IN_SYNC, bundle.NOT_KIT):
+        return None
+    try:
+        return bundle.bundled(Path(path).read_text(encoding="utf-8"), Path(path).resolve().parent)
+    except (bundle.BundleError, OSError, UnicodeDecodeError):
+        return None
+
+
 def header_check(path: Path | str) -> HeaderCheck | None:
     """For eval.py's header on a machine without a GPU: None where the file carries no CUDA kernel
-    this check knows (read without importing it), else its status on its way (a line on stderr
-    when it must be computed)."""
+    this check knows (read without importing it), else its statuses on their way (a line on
+    stderr when they must be computed)."""
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -764,7 +817,7 @@ def header_check(path: Path | str) -> HeaderCheck | None:
     if not carries_cuda(text):
         return None
     check = HeaderCheck(Path(path))
-    if check.proc is not None:
+    if check.computing:
         print(f"[compile] the cuda kernel compiling for {_archs_text(DEFAULT_ARCHS)} beside the cases (no GPU "
               "here; the answer is kept per file)", file=sys.stderr, flush=True)
     return check
@@ -782,8 +835,9 @@ def _block_line(text: str, path: str = KERNEL) -> int | None:
 
 
 def _default_target(args) -> tuple:
-    """(display name, the text to load, its file's kernels' block line, kernel text, HEAD's text and
-    its label or why none) of the kit's own kernel as bundle would copy it."""
+    """(display name, the text to load, the line its kernel's copy starts at (None: the kernel is its
+    own file), HEAD's text, HEAD's commit or why there is none) of the kit's own kernel as bundle
+    would copy it into submission.py."""
     import bundle
     sub = bundle.SUBMISSION
     try:
@@ -858,15 +912,13 @@ def _check(args) -> int:
             raise CheckError(f"{problem}; {COMMAND} takes a submission file carrying a CUDA kernel "
                              "(submission.py, examples/starter_cuda.py) or a CuTe DSL one")
         name, text, block_line, head_text, head_why = _given_target(Path(args.submission), args)
-        kernel_text = None
     else:
         name, text, block_line, head_text, head_why = _default_target(args)
-        kernel_text = None
     if not carries_cuda(text):
         raise CheckError(f"{name}: no CUDA kernel this check knows (neither submission.py's cuda_kernel nor the "
                          "starter's compile_cubin) and no CuTe DSL import: nothing to compile")
     module = _module_of_text(text, "nvfp4_cuda_check", name)
-    kernels = kernels_of(module, text, kernel_text, block_line)
+    kernels = kernels_of(module, text, block_line=block_line)
     if kernels is None:
         raise CheckError(f"{name} defines cuda_kernel or compile_cubin but not the rest of what this check builds "
                          f"with ({', '.join(KIT_NEEDS)}, or {', '.join(STARTER_NEEDS)})")

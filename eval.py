@@ -513,10 +513,9 @@ def _human(args) -> int:
                      f"audit's job: python3 eval.py audit {submission}")
         table = format_table(_briefly(summary), device, _backend_label(report),
                              f"kernel {report['kernel_revision'] or 'none'}, bundle: {report['bundle']}")
-        if compile_check is not None:  # the header's second line: whether its cuda kernel compiles
-            report["cuda_compile"] = compile_check.result()
-            first, _, rest = table.partition("\n")
-            table, compile_check = f"{first}\n{cuda_check.status_line(report['cuda_compile'])}\n{rest}", None
+        if compile_check is not None:  # the header's next lines: whether its cuda kernel compiles
+            report["cuda_compile"], table = compile_check.result(), compile_check.below_first_line(table)
+            compile_check = None
         print(table, flush=True)
         print()
         if mode in ("benchmark", "leaderboard"):  # the L2 cleared before each call: bytes / peak bounds it

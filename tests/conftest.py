@@ -218,7 +218,7 @@ FILE_WEIGHTS = {
     "test_compare.py": 45, "test_cute.py": 30, "test_quant.py": 30, "test_reference.py": 30, "test_verify.py": 30,
     "test_apply_table.py": 30, "test_roofline.py": 30, "test_registry.py": 30, "test_read_policies.py": 20,
     "test_floor.py": 20, "test_sass_count.py": 15, "test_isolation.py": 10, "test_parts.py": 30, "test_contract.py": 30,
-    "test_projection.py": 15, "test_result_paths.py": 10, "test_bench_configs.py": 20,
+    "test_projection.py": 15, "test_result_paths.py": 10, "test_bench_configs.py": 20, "test_cuda_check.py": 10,
 }
 DEFAULT_FILE_WEIGHT = 30
 
@@ -269,6 +269,7 @@ CPU_FILE_SECONDS: dict[str, float] = {
     "test_sass_count.py": 17, "test_workers.py": 16, "test_submission.py": 15, "test_bench_kernel.py": 14,
     "test_apply_table.py": 13, "test_eval_units.py": 11, "test_bundle.py": 10, "test_imports.py": 9,
     "test_read_policies.py": 8, "test_parts.py": 6, "test_contract.py": 6,
+    "test_cuda_check.py": 8,  # 2026-12-07, one process, its compiles cached (a fresh cache: 30)
 }
 DEFAULT_CPU_SECONDS = 3.0
 
