@@ -28,7 +28,8 @@ its target, config, registers, spilled bytes (the stack frame), static shared me
 Blackwell targets, the K loop's SASS per 16 B of a and lane (benchmarks/sass_count.py's measure:
 the largest backward-branch body that loads from global memory, over the chunks a lane reads
 per step), each beside the same figure for the last commit's kernel (``git show HEAD:...``,
-built with HEAD's own submission.py) as a difference, and a line that sums the differences up.
+built with HEAD's own submission.py; ``--no-head``: none) as a difference, and a line that sums
+the differences up.
 Registers, stack and shared memory come from ``cuobjdump -res-usage``, the SASS from ``cuobjdump
 -sass`` (Triton's wheel ships cuobjdump). No projected time: these are facts of the compiler.
 
@@ -48,10 +49,11 @@ compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, `
 Exit status: 0 every kernel compiles, 1 one does not (or the source is one bundle refuses to
 copy), 2 bad arguments, a file with no CUDA kernel this check knows, or no NVRTC here.
 
-Public surface: ``main``, ``Variant``, ``KitKernels``, ``StarterKernels``, ``kernels_of``, ``launch_set``,
-``compile_set``, ``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``, ``header_check``,
+Public surface: ``main``, ``Variant``, ``KitKernels``, ``StarterKernels``, ``kernels_of``, ``KIT_NEEDS``,
+``launch_set``, ``build``, ``compile_set``, ``first_error``, ``failure_report``, ``table``, ``differences``,
+``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``, ``header_check``, ``HeaderCheck``,
 ``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``, ``k_loop``, ``opcode``, ``sass_per_16b``,
-``DEFAULT_ARCHS``, ``ENV_CACHE``.
+``DEFAULT_ARCHS``, ``ENV_CACHE``, ``EXIT_USAGE``.
 """
 
 from __future__ import annotations
@@ -417,16 +419,18 @@ def first_error(log: list[str]) -> str:
 
 def build(kernels, v: Variant, count_sass: bool, tools: bool = True) -> dict:
     """One kernel compiled (or its cached result): {"ok": True, "registers", "stack", "shared",
-    "local", "sass" (per 16 B; with ``count_sass``), "loop"} or {"ok": False, "log": NVRTC's
-    lines}. ``tools``: whether cuobjdump is here (else the figures are None)."""
+    "local", "sass" (per 16 B), "loop" (its instructions; both None unless ``count_sass``)} or
+    {"ok": False, "log": NVRTC's lines}. ``tools``: whether cuobjdump is here (else the figures
+    are None)."""
     try:
         key = kernels.key(v)
     except kernels.errors as exc:  # the file's cuda_kernel refuses the config: no source at all
         return {"ok": False, "log": [str(exc)]}
+    chunks = kernels.chunks(v) if count_sass and tools else None
     hit = _cache_read("kernels", key)
-    if hit is not None and (not hit["ok"] or not tools or hit.get("sass") is not None
-                            or not count_sass or kernels.chunks(v) is None):
-        return hit
+    if hit is not None and (not hit["ok"] or not tools or (hit.get("registers") is not None
+                                                            and (chunks is None or hit.get("loop") is not None))):
+        return hit  # a failure, or every figure asked for (a compile-only run keeps no SASS count)
     try:
         cubin = kernels.compile(v)
     except kernels.errors as exc:
@@ -434,7 +438,6 @@ def build(kernels, v: Variant, count_sass: bool, tools: bool = True) -> dict:
     else:
         result = {"ok": True, "registers": None, "stack": None, "shared": None, "local": None, "sass": None,
                   "loop": None}
-        chunks = kernels.chunks(v) if count_sass else None
         if tools:
             text = dump(cubin, "-res-usage", *(["-sass"] if chunks else []))
             result.update(resource_usage(text))
@@ -457,12 +460,12 @@ def sass_target(arch: str) -> bool:
 
 def compile_set(kernels, variants: list, measure: bool = False, head=None, on_first=None) -> tuple[list, list]:
     """Every variant compiled (NVRTC in threads: it runs outside the GIL), the first of each target
-    first: where one of those fails the rest is not compiled (their results are None). ``measure``:
-    registers and the like, and the SASS count on Blackwell targets. ``head``: another file's
-    kernels (the last commit's) whose same variants are compiled after ours, for the table's
-    differences (None where its code does not build the variant). ``on_first(seconds)``: called
-    once the first of each target compiled. Returns (results, head's results)."""
-    tools = measure and bool(cuobjdump())
+    first: where one of those fails the rest is not compiled (their results are None). Registers and
+    the like where cuobjdump is here; ``measure``: the SASS count too, on Blackwell targets. ``head``: another file's
+    kernels (the last commit's) whose same variants are compiled once all of ours compiled, for
+    the table's differences (None where its code does not build the variant). ``on_first(seconds)``:
+    called once the first of each target compiled. Returns (results, head's results)."""
+    tools = bool(cuobjdump())
     results, theirs = [None] * len(variants), [None] * len(variants)
     firsts = list({v.arch: i for i, v in reversed(list(enumerate(variants)))}.values())
     started = time.perf_counter()
@@ -520,15 +523,11 @@ def head_file(path: Path) -> tuple[str | None, str]:
     return (text, rev) if text is not None else (None, f"HEAD has no {rel}")
 
 
-def _module_of_text(text: str, name: str, display: str, files: dict | None = None):
-    """``text`` imported as a module from a folder of its own (with ``files``: {relative path: text}
-    beside it)."""
+def _module_of_text(text: str, name: str, display: str):
+    """``text`` imported as a module from a folder of its own (the kit's folder first on sys.path)."""
     with tempfile.TemporaryDirectory(prefix="nvfp4_cuda_check_") as tmp:
         path = Path(tmp) / "submission.py"
         path.write_text(text, encoding="utf-8")
-        for rel, content in (files or {}).items():
-            (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
-            (Path(tmp) / rel).write_text(content, encoding="utf-8")
         return load_file(path, name, display)
 
 
@@ -554,18 +553,19 @@ def _bundled_head(sub: Path) -> tuple[str | None, str]:
         return None, f"HEAD's {sub.name} cannot be bundled: {exc}"
 
 
-def head_kernels(text: str | None, why: str, kind: str):
-    """(HEAD's kernels of the same kind, the label of HEAD or why there is none)."""
+def head_kernels(text: str | None, label: str, kind: str):
+    """(HEAD's kernels of the same kind, or None; HEAD's commit, or why there are none). ``text``:
+    the file at HEAD (None: ``label`` says why there is none)."""
     if text is None:
-        return None, why
+        return None, label
     try:
-        module = _module_of_text(text, "nvfp4_cuda_check_head", f"HEAD's {why}")
+        module = _module_of_text(text, "nvfp4_cuda_check_head", f"the file at HEAD ({label})")
     except CheckError as exc:
         return None, str(exc)
     found = kernels_of(module, text)
     if found is None or found.kind != kind:
-        return None, f"HEAD's file ({why}) builds no kernel of the same kind"
-    return found, why
+        return None, f"the file at HEAD ({label}) builds no kernel of the same kind"
+    return found, label
 
 
 # --------------------------------------------------------------------------- the report
@@ -917,7 +917,8 @@ def _check(args) -> int:
     if not carries_cuda(text):
         raise CheckError(f"{name}: no CUDA kernel this check knows (neither submission.py's cuda_kernel nor the "
                          "starter's compile_cubin) and no CuTe DSL import: nothing to compile")
-    module = _module_of_text(text, "nvfp4_cuda_check", name)
+    module = (load_file(Path(args.submission), "nvfp4_cuda_check", name) if args.submission
+              else _module_of_text(text, "nvfp4_cuda_check", name))
     kernels = kernels_of(module, text, block_line=block_line)
     if kernels is None:
         raise CheckError(f"{name} defines cuda_kernel or compile_cubin but not the rest of what this check builds "
@@ -930,9 +931,10 @@ def _check(args) -> int:
     started = time.perf_counter()
 
     def first(seconds):
-        print(f"{name}: compiles for {_archs_text(archs)} (the first kernel of each, {seconds:.1f} s); now the "
-              f"other {len(variants) - len(archs)}" + (" and HEAD's" if head is not None else ""),
-              file=sys.stderr, flush=True)
+        todo = [f"the other {len(variants) - len(archs)}"] * (len(variants) > len(archs))
+        todo += ["HEAD's"] * (head is not None)
+        print(f"{name}: compiles for {_archs_text(archs)} (the first kernel of each target, {seconds:.1f} s)"
+              + (f"; now {' and '.join(todo)}" if todo else ""), file=sys.stderr, flush=True)
 
     results, theirs = compile_set(kernels, variants, measure=True, head=head, on_first=first)
     for row in results:

@@ -166,7 +166,8 @@ def test_the_table_shows_each_figure_beside_heads_as_a_difference():
 
 def test_the_cache_keeps_each_kernel_and_an_edit_compiles_for_real(own_cache, shared_cubins):
     """The same source, target and options: compiled once; an edit (a comment is enough: NVRTC sees
-    it) compiles anew; a failure is kept with NVRTC's log; a status is kept per file's bytes."""
+    it) compiles anew; a failure is kept with NVRTC's log; a kernel kept without its SASS count (what
+    bundle's check keeps) is compiled again where the count is asked for, then kept with it."""
     _nvrtc_or_skip()
     calls = []
     module = types.SimpleNamespace(**{name: getattr(submission, name) for name in cuda_check.KIT_NEEDS},
@@ -182,6 +183,12 @@ def test_the_cache_keeps_each_kernel_and_an_edit_compiles_for_real(own_cache, sh
     failed = cuda_check.build(broken, variant, count_sass=False)
     assert not failed["ok"] and len(calls) == 3 and cuda_check.build(broken, variant, count_sass=False) == failed
     assert len(calls) == 3 and len(list((own_cache / "kernels").glob("*.json"))) == 3
+    blackwell = variant._replace(config=submission.cuda_default(128, 256, 1, (10, 0)), arch="sm_100a")
+    plain = cuda_check.build(cuda_check.KitKernels(module), blackwell, count_sass=False)
+    assert plain["ok"] and plain["registers"] and plain["sass"] is None and len(calls) == 4
+    counted = cuda_check.build(cuda_check.KitKernels(module), blackwell, count_sass=True)
+    assert counted["sass"] > 0 and counted["loop"] > 0 and len(calls) == 5
+    assert cuda_check.build(cuda_check.KitKernels(module), blackwell, count_sass=False) == counted and len(calls) == 5
 
 
 # --------------------------------------------------------------------------- the command line
