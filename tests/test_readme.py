@@ -340,11 +340,13 @@ def test_readme_first_screen_says_what_how_what_not_and_where():
 
 def test_readme_first_screen_says_where_each_edit_goes():
     """"Start here", on the first screen, says where an edit goes: a kernel edit into the .cu, then
-    compile (no GPU needed) and bundle; a new backend as a block of submission.py ending in register(...); from scratch, one
-    of the two examples; and that eval.py checks submission.py, the file uploaded."""
+    compile (no GPU needed) and bundle; a new backend as a block of submission.py ending in
+    register(...); from scratch, one of the two examples; and that eval.py checks submission.py, the
+    file uploaded."""
     head = "\n".join(README.read_text().splitlines()[:FIRST_SCREEN])
     start = " ".join(head.split("## Start here", 1)[1].split("\n## ", 1)[0].split())
-    for needed in ("a kernel edit: `kernels/nvfp4_gemv.cu`, then `python3 eval.py compile`", "then `python3 eval.py bundle`",
+    for needed in ("a kernel edit: `kernels/nvfp4_gemv.cu`, then `python3 eval.py compile`",
+                   "then `python3 eval.py bundle`",
                    "a new backend: a block of `submission.py` that ends in `register(...)`",
                    "`examples/minimal_torch.py` or `examples/starter_cuda.py`", "`submission.py`, the file uploaded",
                    "ends in `test: PASS`"):
