@@ -1,4 +1,4 @@
-"""The kit's sources copied into the upload file: ``python3 eval.py bundle [--check | --write-back] [--force]``.
+"""The kit's sources copied into the upload file: ``python3 eval.py bundle [--check | --write-back] [--force] [--no-compile]``.
 
 submission.py is the one file the server takes (it may import nothing of the kit), so it
 carries copies of the kit's source files, each in a marked block:

@@ -329,7 +329,7 @@ def human_main(argv: list[str]) -> int:
                "sm_100a, every kernel the GPUs may launch, registers and SASS beside the last commit's; a CuTe DSL "
                "submission for sm_100a: python3 eval.py compile [SUBMISSION] [--arch ARCH] [--all]. "
                "The kit's sources (kernels/) copied into submission.py: "
-               "python3 eval.py bundle [--check | --write-back] [--force]. "
+               "python3 eval.py bundle [--check | --write-back] [--force] [--no-compile]. "
                "Nsight Compute profile of what the benchmark runs, as the server takes it (a CUDA GPU and ncu; "
                "refused on a CPU), not --mode profile: python3 eval.py profile [SUBMISSION]. "
                f"Environment: {ENV_BACKEND} (submission backend), {ENV_CHECK_INPUTS}=0 (server verdict "

@@ -51,7 +51,8 @@ every other name is private to this file):
   ``safe_call``, ``backend_status``, ``warm_up``, ``run_test_mode``, ``run_timed_mode``,
   ``run_profile_mode``, ``run_mode``;
 * messages of a failed check: ``labelled`` (which number is the result, which the expected
-  value), ``brief`` (a mismatch in one short phrase, for tables);
+  value), ``brief`` (a mismatch in one short phrase, for tables), ``HINT_MARK`` (what begins a
+  hint for a person);
 * the protocol's client side (run eval.py as the server does, read its lines):
   ``ProtocolRun``, ``parse_popcorn``, ``run_protocol``, ``results_from_popcorn``;
 * tables: ``sol_lookup``, ``summarize``, ``fmt``, ``format_table``.

@@ -150,7 +150,7 @@ def test_harness_lists_every_name_the_others_take_and_nothing_it_lacks():
 
 def test_eval_lists_its_own_surface():
     listed = _listed(ROOT / "eval.py")
-    assert listed == {"main", "protocol_main", "human_main", "device_name", "HARNESS_COPIES"}
+    assert listed == {"main", "protocol_main", "human_main", "device_name", "heartbeat_line", "HARNESS_COPIES"}
     assert all(hasattr(ev, name) for name in listed)
     assert names_taken("eval") == {}  # no kit module imports eval.py: it is the command line on top
 

@@ -376,14 +376,14 @@ def test_the_files_table_and_the_messages_agree_on_bundles_flags(capsys):
     _help(bundle.main, ["--help"])
     takes = set(re.findall(r"--[a-z][a-z-]+", capsys.readouterr().out)) - {"--help"}
     (row,) = [line for line in README.read_text().splitlines() if line.startswith("| `bundle.py` |")]
-    usage = "python3 eval.py bundle [--check | --write-back] [--force]"
+    usage = "python3 eval.py bundle [--check | --write-back] [--force] [--no-compile]"
     assert "`" + usage.replace("|", "\\|") + "`" in row  # a pipe in a table cell is escaped
     _help(ev.main, ["--help"])
     assert usage in " ".join(capsys.readouterr().out.split())
     states = [bundle.BlockState(bundle.Block("kernels/nvfp4_gemv.cu", 10, 12, 20), state, [], [])
               for state in (bundle.SOURCE_EDITED, bundle.BLOCK_EDITED, bundle.BOTH_EDITED, bundle.UNKNOWN)]
     said = set(re.findall(r"--[a-z][a-z-]+", " ".join(bundle._ways(item, "submission.py", "") for item in states)))
-    assert said == {"--write-back", "--force"} and said | {"--check"} == set(re.findall(r"--[a-z][a-z-]+", usage))
+    assert said == {"--write-back", "--force"} and said | {"--check", "--no-compile"} == set(re.findall(r"--[a-z][a-z-]+", usage))
     assert set(re.findall(r"--[a-z][a-z-]+", usage)) == takes - {"--submission"}
     text = " ".join(README.read_text().split())
     assert "An edit of the kernel's comments or layout only keeps its kernel revision" in text
