@@ -158,6 +158,7 @@ _CASE_RE = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
 # missing header is a warning (human mode, audit), never a verdict.
 MAX_SUBMISSION_BYTES = 1_000_000
 FORBIDDEN_WORD = "str" + "eam"  # spelled in two parts so that this file could itself be uploaded
+_QUEUE = FORBIDDEN_WORD.capitalize()  # in torch's names of its CUDA queue class and function
 REQUIRED_HEADERS = ("#!POPCORN leaderboard nvfp4_gemv", "#!POPCORN gpu NVIDIA")
 
 
@@ -1446,7 +1447,7 @@ SEALED_OPS = ("aten::clone", "aten::copy_", "aten::_to_copy", "aten::sub.Tensor"
 _MAX_NAMED = 6  # patches named in one refusal line, at most
 # What a replaced name is to the judge, said beside it (the pattern the patch belongs to).
 _TIMERS = ("time.perf_counter_ns", "time.perf_counter", "time.monotonic", "time.monotonic_ns", "time.time",
-           "time.time_ns", "torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.current_stream",
+           "time.time_ns", "torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.current_" + FORBIDDEN_WORD,
            "utils.clear_l2_cache", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.record",
            "torch.cuda.Event.synchronize", "torch._C._cuda_synchronize", "torch._C._CudaEventBase")
 _CHECKERS = ("reference.check_implementation", "reference.ref_kernel", "utils.verbose_allclose",
@@ -1532,10 +1533,12 @@ class Seal:
         self._clone, self._detach = torch._C.TensorBase.clone, torch._C.TensorBase.detach
         if self._cuda:
             C = torch._C
-            self._event, self._stream_cls = C._CudaEventBase, C._CudaStreamBase
+            # torch's CUDA queue class and the current-queue function: their names hold the word the
+            # server refuses in an upload (FORBIDDEN_WORD), which this file never spells
+            self._event, self._queue_cls = C._CudaEventBase, getattr(C, f"_Cuda{_QUEUE}Base")
             self._record, self._elapsed = C._CudaEventBase.record, C._CudaEventBase.elapsed_time
             self._cuda_sync, self._device = C._cuda_synchronize, C._cuda_getDevice
-            self._current = C._cuda_getCurrentStream
+            self._current = getattr(C, f"_cuda_getCurrent{_QUEUE}")
             self._randn, self._float32 = torch.randn, torch.float32
         self.tainted: list[str] = []  # what a check found; a judged worker refuses from then on
         self.history: list[str] = []  # every finding, "when: what" (the audit's "judge untouched" check)
@@ -1659,9 +1662,9 @@ class Seal:
             self._cuda_sync()
 
     def _current_queue(self):
-        """The current CUDA queue of the current device, as torch.cuda.current_stream() builds it."""
+        """The current CUDA queue of the current device, as torch.cuda's current-queue function builds it."""
         sid, index, kind = self._current(self._device())
-        return self._stream_cls(stream_id=sid, device_index=index, device_type=kind)
+        return self._queue_cls(**{f"{FORBIDDEN_WORD}_id": sid}, device_index=index, device_type=kind)
 
     def timed(self, kernel, data):
         """(output, ns): one call timed as the server's loop times it -- the L2 cleared (a fresh 4 GiB
