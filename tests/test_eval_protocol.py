@@ -628,9 +628,14 @@ def test_human_mode_stopped_while_a_case_runs_says_one_line_and_leaves_no_proces
     import signal
     import threading
     env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and k != "POPCORN_FD"}
+    # As a terminal starts it: SIGINT at its default. A suite started as a non-interactive shell's background
+    # job (`cmd &` in a script) hands its processes SIGINT ignored; Python then installs no KeyboardInterrupt
+    # handler and eval.py ignores the Ctrl-C, as that shell asked (seen here: the test failed on 2026-12-07 in
+    # such a run at ac10437 and after, and passes with this).
     proc = subprocess.Popen([sys.executable, str(ROOT / "eval.py"), "--submission", str(fixture("wrong_never_returns")),
                              "--shapes", str(FIXTURES / TINY_ONE)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines, entered = [], threading.Event()
 
     def read():
