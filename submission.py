@@ -1965,7 +1965,8 @@ def blackwell_target(arch: str) -> bool:
     later (sm_100a, sm_103a, sm_110a, sm_120a, sm_121a, sm_100f, sm_120f, ...), not the plain
     sm_100 / sm_120 (PTX ISA 9.1, cvt, "Target ISA Notes": sm_100a, sm_101a (sm_110a), sm_120a and
     the families sm_100f, sm_110f, sm_120f "or higher in the same family"; the mixed-precision fma
-    and the 32-byte loads need sm_100 or higher). benchmarks/NOTES.md, "The Blackwell switch"."""
+    and the 32-byte loads need sm_100 or higher). benchmarks/NOTES.md, "The Blackwell switch: every
+    architecture- or family-specific target from sm_100 on"."""
     hit = re.fullmatch(r"sm_(\d+)([af]?)", arch)
     return bool(hit) and int(hit.group(1)) >= 100 and hit.group(2) in ("a", "f")
 
