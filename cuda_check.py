@@ -30,8 +30,9 @@ the largest backward-branch body that loads from global memory, over the chunks 
 per step), each beside the same figure for the last commit's kernel (``git show HEAD:...``,
 built with HEAD's own submission.py; ``--no-head``: none) as a difference, and a line that sums
 the differences up.
-Registers, stack and shared memory come from ``cuobjdump -res-usage``, the SASS from ``cuobjdump
--sass`` (Triton's wheel ships cuobjdump). No projected time: these are facts of the compiler.
+Registers, stack and shared memory come from the cubin itself (``cubin_usage``: what ``cuobjdump
+-res-usage`` prints, read without it), the SASS from ``cuobjdump -sass`` (Triton's wheel ships
+cuobjdump). No projected time: these are facts of the compiler.
 
 The cache. Each kernel's result (its figures, or NVRTC's log) is kept in ``cache_dir()``
 ($NVFP4_GEMV_CACHE, else $XDG_CACHE_HOME or ~/.cache, then nvfp4-gemv-kit/cuda-check), keyed by
@@ -43,7 +44,7 @@ write and refuses a kernel that does not compile; eval.py's human mode on a mach
 names the outcome in its header (``header_check``: this file run as ``--status FILE`` in a process
 of its own, eval.py's staying torch-free; cached per file hash, ``status_cached``). The tools of
 benchmarks/ that compile and read the cuda kernel (sass_count.py, sass_dump.py, inflight.py,
-compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, ``k_loop``,
+compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, ``cubin_usage``, ``k_loop``,
 ``opcode``, ``sass_per_16b``.
 
 Exit status: 0 every kernel compiles, 1 one does not (or the source is one bundle refuses to
@@ -52,7 +53,7 @@ copy), 2 bad arguments, a file with no CUDA kernel this check knows, or no NVRTC
 Public surface: ``main``, ``Variant``, ``KitKernels``, ``StarterKernels``, ``kernels_of``, ``KIT_NEEDS``,
 ``launch_set``, ``build``, ``compile_set``, ``first_error``, ``failure_report``, ``table``, ``differences``,
 ``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``, ``header_check``, ``HeaderCheck``,
-``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``, ``k_loop``, ``opcode``, ``sass_per_16b``,
+``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``, ``cubin_usage``, ``k_loop``, ``opcode``, ``sass_per_16b``,
 ``DEFAULT_ARCHS``, ``ENV_CACHE``, ``EXIT_USAGE``.
 """
 
@@ -65,6 +66,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -80,7 +82,7 @@ DEFAULT_ARCHS = ("sm_90a", "sm_100a")
 DEFAULT_SHAPES = "all"  # the official benchmark and test shapes (harness.SHAPE_SETS)
 ARCH_RE = re.compile(r"^sm_(\d{2,3})[af]?$")
 ENV_CACHE = "NVFP4_GEMV_CACHE"
-CHECK_VERSION = 1  # what a cache entry holds; a new value leaves the old entries unread
+CHECK_VERSION = 2  # what a cache entry holds; a new value leaves the old entries unread
 STATUS_TIMEOUT_S = 900  # eval.py and bundle wait this long for --status (the default set: ~10 s measured)
 MAX_LOG_LINES = 30  # of NVRTC's log printed for the first failure
 CUDA_DEF = re.compile(r"^def (cuda_kernel|compile_cubin)\(", re.MULTILINE)
@@ -130,6 +132,52 @@ def resource_usage(text: str) -> dict:
     shared bytes per block); {} where it names none."""
     hit = _USAGE.search(text)
     return dict(zip(("registers", "stack", "shared", "local"), map(int, hit.groups()), strict=True)) if hit else {}
+
+
+# The cubin's own record of a kernel's resources (the ELF NVRTC writes): the section ``.nv.info``
+# holds, per kernel symbol, attributes of (format, attribute) byte pairs; the ones read here are
+# 4-byte-sized (format 0x04) pairs of (symbol index, value): 0x2f the register count, 0x11 the
+# stack frame's bytes per thread. Static shared memory is the size of ``.nv.shared.<kernel>``.
+# Equal to what ``cuobjdump -res-usage`` prints as REG, STACK and SHARED on every kernel compared
+# (2026-12-07, NVRTC 13.0, the cuobjdump of Triton 3.9.0's wheel: 260 kernels of
+# ``cuda_compile_variants`` for sm_90a, sm_100a and sm_120a, the 89 of ``python3 eval.py compile
+# --arch sm_90a --arch sm_100a --arch sm_120a``, the starter's 6; tests/test_cuda_check.py compares
+# a few each run), without a process per kernel (cuobjdump: about 0.3 s a call on the 2-core CPU
+# machine, as long as NVRTC takes for most kernels).
+_EI_SIZED, _EI_REGCOUNT, _EI_FRAME_SIZE = 0x04, 0x2F, 0x11
+
+
+def cubin_usage(cubin: bytes) -> dict:
+    """{"registers", "stack", "shared"} of the first kernel of a cubin (an ELF64 file), read from
+    the file itself, as ``resource_usage`` reads them from cuobjdump's text; {} where the file
+    is no such ELF or names no register count."""
+    try:
+        if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+            return {}
+        table = struct.unpack_from("<Q", cubin, 0x28)[0]
+        entry, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+        heads = [struct.unpack_from("<IIQQQQ", cubin, table + i * entry) for i in range(count)]
+        base = heads[names][4]
+        sections = {cubin[base + h[0]:cubin.index(b"\0", base + h[0])].decode(): h for h in heads}
+        info = sections[".nv.info"]
+        values, i, end = {}, info[4], info[4] + info[5]
+        while i + 2 <= end:
+            kind, attribute = cubin[i], cubin[i + 1]
+            i += 2
+            if kind != _EI_SIZED:  # the other formats: no value (0x01), one byte (0x02), two (0x03)
+                i += {0x02: 1, 0x03: 2}.get(kind, 0)
+                continue
+            size = struct.unpack_from("<H", cubin, i)[0]
+            if size == 8:
+                values.setdefault(attribute, struct.unpack_from("<I", cubin, i + 6)[0])
+            i += 2 + size
+    except (IndexError, KeyError, ValueError, struct.error):
+        return {}
+    if _EI_REGCOUNT not in values:
+        return {}
+    shared = sum(h[5] for name, h in sections.items()
+                 if name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved."))
+    return {"registers": values[_EI_REGCOUNT], "stack": values.get(_EI_FRAME_SIZE, 0), "shared": shared}
 
 
 def opcode(text: str) -> str:
@@ -418,32 +466,28 @@ def first_error(log: list[str]) -> str:
 
 
 def build(kernels, v: Variant, count_sass: bool, tools: bool = True) -> dict:
-    """One kernel compiled (or its cached result): {"ok": True, "registers", "stack", "shared",
-    "local", "sass" (per 16 B), "loop" (its instructions; both None unless ``count_sass``)} or
-    {"ok": False, "log": NVRTC's lines}. ``tools``: whether cuobjdump is here (else the figures
-    are None)."""
+    """One kernel compiled (or its cached result): {"ok": True, "registers", "stack", "shared"
+    (``cubin_usage``), "sass" (per 16 B), "loop" (its instructions; both None unless ``count_sass``
+    and ``tools``, whether cuobjdump is here)} or {"ok": False, "log": NVRTC's lines}."""
     try:
         key = kernels.key(v)
     except kernels.errors as exc:  # the file's cuda_kernel refuses the config: no source at all
         return {"ok": False, "log": [str(exc)]}
     chunks = kernels.chunks(v) if count_sass and tools else None
     hit = _cache_read("kernels", key)
-    if hit is not None and (not hit["ok"] or not tools or (hit.get("registers") is not None
-                                                            and (chunks is None or hit.get("loop") is not None))):
+    if hit is not None and (not hit["ok"] or (hit.get("registers") is not None
+                                              and (chunks is None or hit.get("loop") is not None))):
         return hit  # a failure, or every figure asked for (a compile-only run keeps no SASS count)
     try:
         cubin = kernels.compile(v)
     except kernels.errors as exc:
         result = {"ok": False, "log": _log(str(exc))}
     else:
-        result = {"ok": True, "registers": None, "stack": None, "shared": None, "local": None, "sass": None,
-                  "loop": None}
-        if tools:
-            text = dump(cubin, "-res-usage", *(["-sass"] if chunks else []))
-            result.update(resource_usage(text))
-            if chunks:
-                per, body = sass_per_16b(text, *chunks)
-                result.update(sass=per, loop=len(body))
+        result = {"ok": True, "registers": None, "stack": None, "shared": None, "sass": None, "loop": None,
+                  **cubin_usage(cubin)}
+        if chunks:  # cuobjdump for the SASS only: the resources are the cubin's own record
+            per, body = sass_per_16b(dump(cubin, "-sass"), *chunks)
+            result.update(sass=per, loop=len(body))
     _cache_write("kernels", key, result)
     return result
 

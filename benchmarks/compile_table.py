@@ -385,13 +385,11 @@ CUDA_ARCHS = ("sm_90a", "sm_100a")
 def cuda_rows(sub) -> list[dict]:
     """Registers, stack and spill bytes of every cuda kernel variant the submission can launch
     (its ``cuda_compile_variants``), compiled by NVRTC for each of CUDA_ARCHS (no GPU), read with
-    the cuobjdump of Triton's wheel; [] when NVRTC or cuobjdump is missing here."""
-    from cuda_check import cuobjdump, dump, resource_usage  # `python3 eval.py compile`'s reading of a cubin
+    the cubin's own record (``cuda_check.cubin_usage``); [] when NVRTC is missing here."""
+    from cuda_check import cubin_usage  # `python3 eval.py compile`'s reading of a cubin
     try:
         sub.find_nvrtc()
     except Exception:  # noqa: BLE001 - no NVRTC here: no table
-        return []
-    if not cuobjdump():
         return []
     rows = []
     todo = [cfg for cfg, full, plain in sub.cuda_compile_variants() if full and plain]
@@ -400,9 +398,9 @@ def cuda_rows(sub) -> list[dict]:
             print(f"{PROGRESS}cuda: {i + 1}/{len(todo)} configs", file=sys.stderr, flush=True)
         name, source = sub.cuda_kernel(cfg, True, True)
         for arch in CUDA_ARCHS:
-            usage = resource_usage(dump(sub.cuda_compile(source, arch), "-res-usage"))
+            usage = cubin_usage(sub.cuda_compile(source, arch))
             rows.append({"config": cfg, "arch": arch, "regs": usage["registers"], "stack": usage["stack"],
-                         "shared": usage["shared"], "local": usage["local"]})
+                         "shared": usage["shared"]})
     return rows
 
 
@@ -532,8 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         text += ("\n## CUDA backend (NVRTC " + ".".join(map(str, sub.nvrtc_version()))
                  + ")\n\nEvery config the cuda backend can launch (whole steps, plain scales; the gate in "
-                 "tests/test_cuda_backend.py\ncompiles the other variants too), read from the cubin with cuobjdump "
-                 "-res-usage. A stack\nabove 0 is spilled registers (the MINB configs trade a few for occupancy)."
+                 "tests/test_cuda_backend.py\ncompiles the other variants too), read from the cubin (what "
+                 "cuobjdump -res-usage prints). A stack\nabove 0 is spilled registers (the MINB configs trade a "
+                 "few for occupancy)."
                  "\n\n" + cuda_markdown(rows) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)

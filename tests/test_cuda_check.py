@@ -146,6 +146,27 @@ def test_an_error_only_one_candidates_template_reaches_is_found(own_cache, share
 
 # --------------------------------------------------------------------------- the table and the cache
 
+# A tile that spills (stack above 0 on both targets, minb 16), a ring (its shared memory), a plain tile.
+USAGE_CONFIGS = [submission.CudaConfig(lpr=4, rpt=2, u=8, warps=1, decode="dp4a-sr2", v=1, pipe="ptxas", minb=16,
+                                       bsh=True),
+                 submission.ring_config(7168, 7168, *submission.RING_FAMILIES[1]),
+                 submission.CudaConfig(lpr=32, rpt=2, u=1, warps=1, decode="f16x2", v=1, pipe="ptxas", minb=1)]
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("cfg", USAGE_CONFIGS, ids=["spills", "ring", "tile"])
+def test_the_cubins_own_record_gives_what_cuobjdump_prints(cfg, arch, shared_cubins):
+    """cubin_usage reads registers, stack and static shared memory from the cubin's ELF: the figures
+    cuobjdump -res-usage prints for the same cubin (a spilling tile's stack, a ring's shared memory)."""
+    _nvrtc_or_skip()
+    if not cuda_check.cuobjdump():
+        pytest.skip("no cuobjdump here (Triton's wheel ships one)")
+    cubin = submission.cuda_compile(submission.cuda_kernel(cfg, True, True)[1], arch)
+    printed = cuda_check.resource_usage(cuda_check.dump(cubin, "-res-usage"))
+    assert cuda_check.cubin_usage(cubin) == {key: printed[key] for key in ("registers", "stack", "shared")}
+    assert cuda_check.cubin_usage(cubin[:64]) == cuda_check.cubin_usage(b"not an ELF file") == {}
+
+
 def test_the_table_shows_each_figure_beside_heads_as_a_difference():
     kernels = cuda_check.KitKernels(submission)
     cfg = submission.CudaConfig(lpr=8, rpt=2, u=4, warps=1, decode="f16x2", v=1, pipe="ptxas", minb=20, bsh=True)
