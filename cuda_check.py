@@ -30,9 +30,15 @@ the largest backward-branch body that loads from global memory, over the chunks 
 per step), each beside the same figure for the last commit's kernel (``git show HEAD:...``,
 built with HEAD's own submission.py; ``--no-head``: none) as a difference, and a line that sums
 the differences up.
-Registers, stack and shared memory come from the cubin itself (``cubin_usage``: what ``cuobjdump
+Registers, stack and shared memory come from the cubin itself (``cubin_usages``: what ``cuobjdump
 -res-usage`` prints, read without it), the SASS from ``cuobjdump -sass`` (Triton's wheel ships
-cuobjdump). No projected time: these are facts of the compiler.
+cuobjdump). The first kernel of each target is compiled alone (the first answer); the rest of a
+target's go up to BATCH to an NVRTC program (the kernel once, each wrapper after it) read with one
+cuobjdump call (``build_many``; a bulk-copy ring alone): each kernel's figures are what it gives
+compiled alone, as the backend builds it (the same registers, stack, shared memory and SASS text
+for every kernel of ``cuda_compile_variants`` on sm_90a, sm_100a and sm_120a, 2026-12-07), and a
+program that does not compile is compiled again kernel by kernel for each kernel's own log. No
+projected time: these are facts of the compiler.
 
 The cache. Each kernel's result (its figures, or NVRTC's log) is kept in ``cache_dir()``
 ($NVFP4_GEMV_CACHE, else $XDG_CACHE_HOME or ~/.cache, then nvfp4-gemv-kit/cuda-check), keyed by
@@ -44,16 +50,18 @@ write and refuses a kernel that does not compile; eval.py's human mode on a mach
 names the outcome in its header (``header_check``: this file run as ``--status FILE`` in a process
 of its own, eval.py's staying torch-free; cached per file hash, ``status_cached``). The tools of
 benchmarks/ that compile and read the cuda kernel (sass_count.py, sass_dump.py, inflight.py,
-compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, ``cubin_usage``, ``k_loop``,
-``opcode``, ``sass_per_16b``.
+compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, ``cubin_usage``,
+``cubin_usages``, ``function_sass``, ``k_loop``, ``opcode``, ``sass_per_16b``, and sass_count.py
+``KitKernels.together`` (each target's configs as one program).
 
 Exit status: 0 every kernel compiles, 1 one does not (or the source is one bundle refuses to
 copy), 2 bad arguments, a file with no CUDA kernel this check knows, or no NVRTC here.
 
 Public surface: ``main``, ``Variant``, ``KitKernels``, ``StarterKernels``, ``kernels_of``, ``KIT_NEEDS``,
-``launch_set``, ``build``, ``compile_set``, ``first_error``, ``failure_report``, ``table``, ``differences``,
-``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``, ``header_check``, ``HeaderCheck``,
-``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``, ``cubin_usage``, ``k_loop``, ``opcode``, ``sass_per_16b``,
+``launch_set``, ``build``, ``build_many``, ``compile_set``, ``BATCH``, ``first_error``, ``failure_report``,
+``table``, ``differences``, ``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``,
+``header_check``, ``HeaderCheck``, ``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``,
+``cubin_usage``, ``cubin_usages``, ``function_sass``, ``k_loop``, ``opcode``, ``sass_per_16b``,
 ``DEFAULT_ARCHS``, ``ENV_CACHE``, ``EXIT_USAGE``.
 """
 
@@ -147,20 +155,32 @@ def resource_usage(text: str) -> dict:
 _EI_SIZED, _EI_REGCOUNT, _EI_FRAME_SIZE = 0x04, 0x2F, 0x11
 
 
-def cubin_usage(cubin: bytes) -> dict:
-    """{"registers", "stack", "shared"} of the first kernel of a cubin (an ELF64 file), read from
-    the file itself, as ``resource_usage`` reads them from cuobjdump's text; {} where the file
-    is no such ELF or names no register count."""
+def _elf_sections(cubin: bytes) -> dict:
+    """{section name: (offset, size, link)} of an ELF64 file (a cubin); raises on anything else."""
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise ValueError("not an ELF64 file")
+    table = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entry, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQI", cubin, table + i * entry) for i in range(count)]
+    base = heads[names][4]
+    return {cubin[base + h[0]:cubin.index(b"\0", base + h[0])].decode(): (h[4], h[5], h[6]) for h in heads}
+
+
+def cubin_usages(cubin: bytes) -> dict:
+    """{kernel name: {"registers", "stack", "shared"}} of every kernel of a cubin (an ELF64 file, one
+    NVRTC program's kernels), read from the file itself as ``resource_usage`` reads one kernel from
+    cuobjdump's text; {} where the file is no such ELF or names no register count."""
     try:
-        if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-            return {}
-        table = struct.unpack_from("<Q", cubin, 0x28)[0]
-        entry, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
-        heads = [struct.unpack_from("<IIQQQQ", cubin, table + i * entry) for i in range(count)]
-        base = heads[names][4]
-        sections = {cubin[base + h[0]:cubin.index(b"\0", base + h[0])].decode(): h for h in heads}
-        info = sections[".nv.info"]
-        values, i, end = {}, info[4], info[4] + info[5]
+        sections = _elf_sections(cubin)
+        symtab = sections[".symtab"]
+        heads = list(sections.values())
+        strtab = heads[symtab[2]][0]
+        symbols = []
+        for i in range(symtab[0], symtab[0] + symtab[1], 24):
+            at = strtab + struct.unpack_from("<I", cubin, i)[0]
+            symbols.append(cubin[at:cubin.index(b"\0", at)].decode())
+        values: dict = {}  # attribute -> {symbol index: value}
+        i, end = sections[".nv.info"][0], sum(sections[".nv.info"][:2])
         while i + 2 <= end:
             kind, attribute = cubin[i], cubin[i + 1]
             i += 2
@@ -169,15 +189,31 @@ def cubin_usage(cubin: bytes) -> dict:
                 continue
             size = struct.unpack_from("<H", cubin, i)[0]
             if size == 8:
-                values.setdefault(attribute, struct.unpack_from("<I", cubin, i + 6)[0])
+                symbol, value = struct.unpack_from("<II", cubin, i + 2)
+                values.setdefault(attribute, {}).setdefault(symbol, value)
             i += 2 + size
-    except (IndexError, KeyError, ValueError, struct.error):
+    except (IndexError, KeyError, ValueError, struct.error, UnicodeDecodeError):
         return {}
-    if _EI_REGCOUNT not in values:
-        return {}
-    shared = sum(h[5] for name, h in sections.items()
-                 if name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved."))
-    return {"registers": values[_EI_REGCOUNT], "stack": values.get(_EI_FRAME_SIZE, 0), "shared": shared}
+    out = {}
+    for symbol, registers in values.get(_EI_REGCOUNT, {}).items():
+        name = symbols[symbol] if symbol < len(symbols) else ""
+        if f".text.{name}" not in sections:  # a kernel has its own text section
+            continue
+        shared = sections.get(f".nv.shared.{name}", (0, 0))[1]
+        out[name] = {"registers": registers, "stack": values.get(_EI_FRAME_SIZE, {}).get(symbol, 0), "shared": shared}
+    return out
+
+
+def cubin_usage(cubin: bytes) -> dict:
+    """{"registers", "stack", "shared"} of the first kernel of a cubin (``cubin_usages``: in the
+    order of the cubin's record); {} where the file is no such ELF or names no register count."""
+    return next(iter(cubin_usages(cubin).values()), {})
+
+
+def function_sass(text: str) -> dict:
+    """{kernel name: its SASS} from ``cuobjdump -sass`` of a cubin holding several kernels."""
+    parts = re.split(r"^\s*Function : (\S+)\s*$", text, flags=re.MULTILINE)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
 def opcode(text: str) -> str:
@@ -298,6 +334,33 @@ class KitKernels:
     def compile(self, v: Variant) -> bytes:
         return self.module.cuda_compile(self.source(v), v.arch)
 
+    def compile_source(self, source: str, arch: str) -> bytes:
+        return self.module.cuda_compile(source, arch)
+
+    @staticmethod
+    def alone(v: Variant) -> bool:
+        """Whether ``v`` is compiled in a program of its own: a bulk-copy ring, whose dynamic shared
+        memory is the program's, not its kernel's (in one program with a ring, every other kernel's
+        static shared memory grew by 1024 B on sm_90a, 2026-12-07, NVRTC 13.0)."""
+        return bool(getattr(v.config, "ring", 0))
+
+    def together(self, variants: list) -> tuple[str, list[str]] | None:
+        """(one program's source holding every variant's kernel: the kernel once, then each wrapper;
+        the kernels' names), or None where one is compiled ``alone``, a source is not the file's
+        kernel and a wrapper, or two share a name (then each is compiled alone)."""
+        base, names, wrappers = self.module.CUDA_SRC, [], []
+        if any(self.alone(v) for v in variants):
+            return None
+        for v in variants:
+            name, source = self.module.cuda_kernel(self.config(v.config), v.full, v.plain)
+            if not source.startswith(base):
+                return None
+            names.append(name)
+            wrappers.append(source[len(base):])
+        if len(set(names)) < len(names):
+            return None
+        return (self.kernel_text if self.kernel_text is not None else base) + "".join(wrappers), names
+
     @staticmethod
     def chunks(v: Variant) -> tuple[int, bool]:
         """(16-byte chunks of a a lane reads per step, whether it is the bulk-copy ring)."""
@@ -360,6 +423,14 @@ class StarterKernels:
 
     def compile(self, v: Variant) -> bytes:
         return self.module.compile_cubin(v.config, v.arch)
+
+    @staticmethod
+    def alone(v: Variant) -> bool:  # compile_cubin builds one config a program
+        return True
+
+    @staticmethod
+    def together(variants: list) -> None:
+        return None
 
     @staticmethod
     def chunks(v: Variant) -> None:  # its K loop's step is not a config field: no SASS count
@@ -465,31 +536,89 @@ def first_error(log: list[str]) -> str:
     return next((ln.strip() for ln in log if re.search(r"\berror\b", ln)), log[0].strip() if log else "")
 
 
+def _wanted(kernels, v: Variant, count_sass: bool, tools: bool) -> tuple:
+    """(the cache key of ``v``, the chunks its SASS count needs or None, its cached result where
+    that answers: a failure, or every figure asked for; a compile-only run keeps no SASS count).
+    Raises kernels.errors where the file's cuda_kernel refuses the config."""
+    key = kernels.key(v)
+    chunks = kernels.chunks(v) if count_sass and tools else None
+    hit = _cache_read("kernels", key)
+    if hit is not None and (not hit["ok"] or (hit.get("registers") is not None
+                                              and (chunks is None or hit.get("loop") is not None))):
+        return key, chunks, hit
+    return key, chunks, None
+
+
+def _figures(usage: dict, sass: str, chunks) -> dict:
+    result = {"ok": True, "registers": None, "stack": None, "shared": None, "sass": None, "loop": None, **usage}
+    if chunks:  # cuobjdump for the SASS only: the resources are the cubin's own record
+        per, body = sass_per_16b(sass, *chunks)
+        result.update(sass=per, loop=len(body))
+    return result
+
+
 def build(kernels, v: Variant, count_sass: bool, tools: bool = True) -> dict:
     """One kernel compiled (or its cached result): {"ok": True, "registers", "stack", "shared"
     (``cubin_usage``), "sass" (per 16 B), "loop" (its instructions; both None unless ``count_sass``
     and ``tools``, whether cuobjdump is here)} or {"ok": False, "log": NVRTC's lines}."""
     try:
-        key = kernels.key(v)
+        key, chunks, hit = _wanted(kernels, v, count_sass, tools)
     except kernels.errors as exc:  # the file's cuda_kernel refuses the config: no source at all
         return {"ok": False, "log": [str(exc)]}
-    chunks = kernels.chunks(v) if count_sass and tools else None
-    hit = _cache_read("kernels", key)
-    if hit is not None and (not hit["ok"] or (hit.get("registers") is not None
-                                              and (chunks is None or hit.get("loop") is not None))):
-        return hit  # a failure, or every figure asked for (a compile-only run keeps no SASS count)
+    if hit is not None:
+        return hit
     try:
         cubin = kernels.compile(v)
     except kernels.errors as exc:
         result = {"ok": False, "log": _log(str(exc))}
     else:
-        result = {"ok": True, "registers": None, "stack": None, "shared": None, "sass": None, "loop": None,
-                  **cubin_usage(cubin)}
-        if chunks:  # cuobjdump for the SASS only: the resources are the cubin's own record
-            per, body = sass_per_16b(dump(cubin, "-sass"), *chunks)
-            result.update(sass=per, loop=len(body))
+        result = _figures(cubin_usage(cubin), dump(cubin, "-sass") if chunks else "", chunks)
     _cache_write("kernels", key, result)
     return result
+
+
+def build_many(kernels, variants: list, count_sass: bool, tools: bool = True) -> list[dict]:
+    """``build`` of several kernels of one target, those not in the cache compiled as one NVRTC
+    program (the kernel once, every variant's wrapper after it: ``together``) and read with one
+    cuobjdump call, where the file's kernels allow it; where that program does not compile, each
+    kernel is compiled alone (its own log, its own line numbers). Each kernel's figures are its
+    own (``cubin_usages``, ``function_sass``) and kept under its own key: the same as built alone,
+    which tests/test_cuda_check.py compares."""
+    assert len({v.arch for v in variants}) <= 1, "one target per program"
+    results, todo = [], []
+    for v in variants:
+        try:
+            key, chunks, hit = _wanted(kernels, v, count_sass, tools)
+        except kernels.errors:
+            hit, key, chunks = None, None, None  # build() gives its answer
+        else:
+            if hit is None and not kernels.alone(v):
+                todo.append((len(results), key, chunks))
+        results.append(hit)
+    together = kernels.together([variants[i] for i, _, _ in todo]) if len(todo) > 1 else None
+    if together is not None:
+        source, names = together
+        try:
+            cubin = kernels.compile_source(source, variants[todo[0][0]].arch)
+        except kernels.errors:
+            cubin = None  # one of them does not compile: each alone names its own error
+        if cubin is not None:
+            usages = cubin_usages(cubin)
+            sass = function_sass(dump(cubin, "-sass")) if any(chunks for _, _, chunks in todo) else {}
+            for (i, key, chunks), name in zip(todo, names, strict=True):
+                if name in usages and (not chunks or name in sass):
+                    results[i] = _figures(usages[name], sass.get(name, ""), chunks)
+                    _cache_write("kernels", key, results[i])
+    return [res if res is not None else build(kernels, v, count_sass, tools)
+            for res, v in zip(results, variants, strict=True)]
+
+
+# Kernels per NVRTC program (and per cuobjdump call) where compile_set builds many: one program
+# parses the kernel once (about 0.05 s of the 0.14 s a variant takes alone) and one cuobjdump call
+# reads every kernel's SASS (its start, about 0.3 s, is most of a call on one kernel); smaller than
+# the whole set, so that both cores work and a program that fails recompiles few kernels alone.
+# Measured: docs/setup.md, "How long".
+BATCH = 16
 
 
 def _workers() -> int:
@@ -502,35 +631,51 @@ def sass_target(arch: str) -> bool:
     return capability(arch)[0] >= 10
 
 
+def _batches(indices: list, variants: list, size: int = BATCH) -> list[list]:
+    """``indices`` grouped by target, each target's cut into nearly equal groups of at most ``size``."""
+    out = []
+    for arch in dict.fromkeys(variants[i].arch for i in indices):
+        mine = [i for i in indices if variants[i].arch == arch]
+        groups = -(-len(mine) // size)
+        out += [mine[g::groups] for g in range(groups)]
+    return out
+
+
 def compile_set(kernels, variants: list, measure: bool = False, head=None, on_first=None) -> tuple[list, list]:
     """Every variant compiled (NVRTC in threads: it runs outside the GIL), the first of each target
-    first: where one of those fails the rest is not compiled (their results are None). Registers and
-    the like where cuobjdump is here; ``measure``: the SASS count too, on Blackwell targets. ``head``: another file's
-    kernels (the last commit's) whose same variants are compiled once all of ours compiled, for
-    the table's differences (None where its code does not build the variant). ``on_first(seconds)``:
-    called once the first of each target compiled. Returns (results, head's results)."""
+    first, alone: where one of those fails the rest is not compiled (their results are None); the
+    rest in programs of up to BATCH kernels of a target (``build_many``). Registers and the like
+    from the cubin; ``measure``: the SASS count too, on Blackwell targets, where cuobjdump is here.
+    ``head``: another file's kernels (the last commit's) whose same variants are compiled once all
+    of ours compiled, for the table's differences (None where its code does not build the variant).
+    ``on_first(seconds)``: called once the first of each target compiled. Returns (results, head's
+    results)."""
     tools = bool(cuobjdump())
     results, theirs = [None] * len(variants), [None] * len(variants)
     firsts = list({v.arch: i for i, v in reversed(list(enumerate(variants)))}.values())
     started = time.perf_counter()
-    with ThreadPoolExecutor(_workers()) as pool:
-        def run(which, i):
-            return build(which, variants[i], measure and sass_target(variants[i].arch), tools)
 
-        for i, res in zip(firsts, pool.map(lambda i: run(kernels, i), firsts), strict=True):
+    def many(which, group):
+        arch = variants[group[0]].arch
+        return build_many(which, [variants[i] for i in group], measure and sass_target(arch), tools)
+
+    with ThreadPoolExecutor(_workers()) as pool:
+        for i, res in zip(firsts, pool.map(lambda i: many(kernels, [i])[0], firsts), strict=True):
             results[i] = res
         if not all(results[i]["ok"] for i in firsts):
             return results, theirs
         if on_first:
             on_first(time.perf_counter() - started)
-        rest = [i for i in range(len(variants)) if results[i] is None]
-        for i, res in zip(rest, pool.map(lambda i: run(kernels, i), rest), strict=True):
-            results[i] = res
+        groups = _batches([i for i in range(len(variants)) if results[i] is None], variants)
+        for group, found in zip(groups, pool.map(lambda g: many(kernels, g), groups), strict=True):
+            for i, res in zip(group, found, strict=True):
+                results[i] = res
         if head is None or not all(res["ok"] for res in results):
             return results, theirs
-        for i, job in [(i, pool.submit(run, head, i)) for i in range(len(variants))]:
-            res = job.result()
-            theirs[i] = res if res["ok"] else None
+        groups = _batches(list(range(len(variants))), variants)
+        for group, found in zip(groups, pool.map(lambda g: many(head, g), groups), strict=True):
+            for i, res in zip(group, found, strict=True):
+                theirs[i] = res if res["ok"] else None
     return results, theirs
 
 

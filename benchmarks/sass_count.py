@@ -20,7 +20,7 @@ What is left out: b's preparation and its shared-memory traffic (amortised over 
 chunks), addressing, the loop's own bookkeeping; those are what the count above the minimum
 shows.
 
-Progress goes to stderr, a line per config.
+Progress goes to stderr: a line before the configs compile (each target's as one NVRTC program).
 
 Usage (repository root):
   python3 benchmarks/sass_count.py [--config lpr=8,rpt=2,u=4,warps=1,v=1,pipe=0,minb=20,bsh=1 --arch sm_100a]
@@ -40,7 +40,18 @@ from benchmarks import refusals  # noqa: E402
 
 # The pieces `python3 eval.py compile` reads kernels with (cuda_check.py): this tool counts with the same
 # code; cuobjdump, k_loop and opcode are taken from here by benchmarks/inflight.py, sass_dump.py and the tests.
-from cuda_check import cuobjdump, dump, k_loop, opcode, resource_usage, sass_per_16b  # noqa: E402, F401
+from cuda_check import (  # noqa: E402, F401
+    KitKernels,
+    Variant,
+    cubin_usages,
+    cuobjdump,
+    dump,
+    function_sass,
+    k_loop,
+    opcode,
+    resource_usage,
+    sass_per_16b,
+)
 
 PAPER_MINIMUM = {"sm_100a": 40, "sm_90a": 56}
 
@@ -67,13 +78,55 @@ def count(cfg: tuple, arch: str) -> dict:
     "ops": {opcode: per 16 bytes}, "registers", "minimum", "over_minimum"}."""
     cfg = submission.CudaConfig.of(cfg)
     sass, usage = disassemble(cfg, arch)
+    return _counted(cfg, arch, sass, resource_usage(usage).get("registers"))
+
+
+def count_many(todo: list) -> list[dict]:
+    """``count`` of each (config, arch) of ``todo``: the configs of a target compiled as one NVRTC
+    program and read with one cuobjdump call (cuda_check.build_many's way: about a second a config
+    less than ``count`` one by one), a ring alone (KitKernels.alone); where that program does not
+    compile, each config alone (its CudaBuildError names it)."""
+    todo = [(submission.CudaConfig.of(cfg), arch) for cfg, arch in todo]
+    kernels, found = KitKernels(submission), {}
+    for arch in dict.fromkeys(arch for _, arch in todo):
+        cfgs = [cfg for cfg in dict.fromkeys(cfg for cfg, a in todo if a == arch)
+                if not kernels.alone(Variant(cfg, True, True, arch))]  # a ring: alone (count)
+        together = kernels.together([Variant(cfg, True, True, arch) for cfg in cfgs]) if len(cfgs) > 1 else None
+        try:
+            cubin = submission.cuda_compile(together[0], arch) if together else None
+        except submission.CudaBuildError:
+            cubin = None
+        if cubin is not None:
+            usages, sass = cubin_usages(cubin), function_sass(dump(cubin, "-sass"))
+            for cfg, name in zip(cfgs, together[1], strict=True):
+                if name in usages and name in sass:
+                    found[cfg, arch] = _counted(cfg, arch, sass[name], usages[name]["registers"])
+    out = []
+    for cfg, arch in todo:
+        try:
+            out.append(found.get((cfg, arch)) or count(cfg, arch))
+        except submission.CudaBuildError as exc:
+            raise BuildFailed(cfg, arch, exc) from exc
+    return out
+
+
+class BuildFailed(Exception):
+    """A config of ``count_many`` does not compile for a target: ``cfg``, ``arch``, ``error`` (the
+    CudaBuildError)."""
+
+    def __init__(self, cfg, arch: str, error: Exception):
+        super().__init__(str(error))
+        self.cfg, self.arch, self.error = cfg, arch, error
+
+
+def _counted(cfg, arch: str, sass: str, registers) -> dict:
     chunks = cfg.rpt * cfg.u  # chunks per lane and step (ring: and stage)
     per_chunk, body = sass_per_16b(sass, chunks, ring=bool(cfg.ring))
     per_chunk = per_chunk or 0.0  # no loop found: nothing counted
     ops = collections.Counter(opcode(t) for t in body)
     return {"config": cfg, "arch": arch, "loop": len(body), "per_chunk": per_chunk,
             "ops": {k: round(v / chunks, 2) for k, v in ops.most_common()},
-            "registers": resource_usage(usage).get("registers"), "minimum": PAPER_MINIMUM[arch],
+            "registers": registers, "minimum": PAPER_MINIMUM[arch],
             "over_minimum": per_chunk / PAPER_MINIMUM[arch]}
 
 
@@ -137,14 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"sass_count.py: {problem}", file=sys.stderr)
         return 2
-    rows = []
-    for i, (shape, arch, cfg, role) in enumerate(todo):
-        print(f"sass_count: {i + 1}/{len(todo)} {cfg!r} {arch}", file=sys.stderr, flush=True)
-        try:
-            rows.append({**count(cfg, arch), "shape": shape, "role": role})
-        except submission.CudaBuildError as exc:
-            print(f"sass_count.py: {refusals.build_line(exc, cfg, arch)}", file=sys.stderr)
-            return 2
+    print(f"sass_count: {len(todo)} configs, each target's as one program", file=sys.stderr, flush=True)
+    try:
+        counted = count_many([(cfg, arch) for _, arch, cfg, _ in todo])
+    except BuildFailed as exc:
+        print(f"sass_count.py: {refusals.build_line(exc.error, exc.cfg, exc.arch)}", file=sys.stderr)
+        return 2
+    rows = [{**c, "shape": shape, "role": role} for c, (shape, _, _, role) in zip(counted, todo, strict=True)]
     print("\n".join(table(rows)))
     return 0
 

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import types
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -329,30 +328,32 @@ def test_shared_cubins_give_back_the_first_compile_and_never_a_failure(shared_cu
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
-def test_every_cuda_variant_compiles(arch, tmp_path, shared_cubins):
+def test_every_cuda_variant_compiles(arch, tmp_path, monkeypatch):
     """Every config, layout and tail variant the backend can launch compiles for Hopper and
-    Blackwell (NVRTC needs no GPU; a variant another test of this run compiled already is not
-    compiled twice: conftest.shared_cubins). On sm_100a the f16x2 decode must use the hardware
-    e2m1 conversion (SASS F2FP...E2M1), and the dp4a decode must not."""
+    Blackwell (NVRTC needs no GPU), as `python3 eval.py compile --all` compiles them
+    (cuda_check.compile_set: up to cuda_check.BATCH kernels a program, a program that fails
+    compiled kernel by kernel; the check's cache in a folder of this test's, so every kernel is
+    compiled for real). On sm_100a the f16x2 decode must use the hardware e2m1 conversion (SASS
+    F2FP...E2M1), and the dp4a decode must not."""
+    import cuda_check
     _nvrtc_or_skip()
-    dump = _cuobjdump()
-    variants = submission.cuda_compile_variants()
-    assert len(variants) >= 16
-    # NVRTC runs outside the GIL (ctypes): compile two at a time on the 2-core CI machine
-    with ThreadPoolExecutor(2) as pool:
-        cubins = list(pool.map(lambda v: submission.cuda_compile(submission.cuda_kernel(*v)[1], arch), variants))
-    checked = 0
-    for (cfg, full, plain), cubin in zip(variants, cubins, strict=True):
-        name = submission.cuda_kernel(cfg, full, plain)[0]
-        assert cubin[:4] == b"\x7fELF", f"{name}: not a cubin"
-        if dump and full and plain and checked < 4:  # the machine code of a few
-            path = tmp_path / f"{name}.cubin"
-            path.write_bytes(cubin)
-            sass = subprocess.run([dump, "--dump-sass", str(path)], capture_output=True, text=True, check=True).stdout
-            has_cvt = "E2M1" in sass
-            assert has_cvt == (arch == "sm_100a" and cfg.decode == "f16x2"), f"{name} on {arch}: E2M1 cvt {has_cvt}"
-            assert "IDP.4A" in sass or cfg.decode == "f16x2"
-            checked += 1
+    monkeypatch.setenv(cuda_check.ENV_CACHE, str(tmp_path / "cache"))
+    kernels = cuda_check.KitKernels(submission)
+    variants = cuda_check.launch_set(kernels, [arch], [], every=True)
+    assert len(variants) >= 16 and len(variants) == len(submission.cuda_compile_variants())
+    results, _ = cuda_check.compile_set(kernels, variants)
+    failed = [f"{kernels.label(v)}: {cuda_check.first_error(r['log']) if r else 'not compiled'}"
+              for v, r in zip(variants, results, strict=True) if not (r and r["ok"])]
+    assert failed == []
+    assert all(r["registers"] for r in results)
+    if _cuobjdump():  # the machine code of a few, built as one program and read with one cuobjdump call
+        few = [v for v in variants if v.full and v.plain][:4]
+        source, names = kernels.together(few)
+        sass = cuda_check.function_sass(cuda_check.dump(submission.cuda_compile(source, arch), "-sass"))
+        for v, name in zip(few, names, strict=True):
+            has_cvt = "E2M1" in sass[name]
+            assert has_cvt == (arch == "sm_100a" and v.config.decode == "f16x2"), f"{name} on {arch}: E2M1 {has_cvt}"
+            assert "IDP.4A" in sass[name] or v.config.decode == "f16x2"
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])

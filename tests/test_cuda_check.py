@@ -137,11 +137,14 @@ def test_an_error_only_one_candidates_template_reaches_is_found(own_cache, share
     leader = submission.CUDA_LEADERS[7168][0].with_decode((10, 0))
     default = cuda_check.launch_set(kernels, ["sm_100a"], SHAPES)
     assert cuda_check.Variant(leader, True, True, "sm_100a") in default
-    variants = [default[0], cuda_check.Variant(leader, True, True, "sm_100a")]
+    others = [v for v in default[1:] if v.config != leader][:2]
+    variants = [default[0], cuda_check.Variant(leader, True, True, "sm_100a"), *others]
     firsts = []
     results, _ = cuda_check.compile_set(kernels, variants, on_first=firsts.append)
     assert results[0]["ok"] and len(firsts) == 1
+    # the other three were one program, which failed: each compiled alone, the leader's log its own
     assert not results[1]["ok"] and "static assertion failed" in cuda_check.first_error(results[1]["log"])
+    assert all(res["ok"] and res["registers"] for res in results[2:])
 
 
 # --------------------------------------------------------------------------- the table and the cache
@@ -165,6 +168,33 @@ def test_the_cubins_own_record_gives_what_cuobjdump_prints(cfg, arch, shared_cub
     printed = cuda_check.resource_usage(cuda_check.dump(cubin, "-res-usage"))
     assert cuda_check.cubin_usage(cubin) == {key: printed[key] for key in ("registers", "stack", "shared")}
     assert cuda_check.cubin_usage(cubin[:64]) == cuda_check.cubin_usage(b"not an ELF file") == {}
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_kernels_built_as_one_program_give_what_each_gives_alone(arch, tmp_path, monkeypatch, shared_cubins):
+    """build_many (one NVRTC program, one cuobjdump call) keeps, for each kernel, the registers,
+    stack, shared memory and SASS count that build gives it compiled alone: a spilling tile, a plain
+    tile, a masked tail and the permuted scales; a ring beside them is compiled in a program of its
+    own (with it in the program, the others' static shared memory grows)."""
+    _nvrtc_or_skip()
+    kernels = cuda_check.KitKernels(submission)
+    variants = [cuda_check.Variant(cfg, True, True, arch) for cfg in USAGE_CONFIGS]
+    variants += [cuda_check.Variant(USAGE_CONFIGS[2], False, True, arch),
+                 cuda_check.Variant(USAGE_CONFIGS[0], True, False, arch)]
+    count = cuda_check.sass_target(arch)
+    monkeypatch.setenv(cuda_check.ENV_CACHE, str(tmp_path / "together"))
+    together = cuda_check.build_many(kernels, variants, count)
+    monkeypatch.setenv(cuda_check.ENV_CACHE, str(tmp_path / "alone"))
+    alone = [cuda_check.build(kernels, v, count) for v in variants]
+    assert together == alone and all(res["ok"] and res["registers"] for res in alone)
+    assert all(res["sass"] for res in alone) == count
+    assert [kernels.alone(v) for v in variants] == [False, True, False, False, False]
+    assert kernels.together(variants) is None
+    source, names = kernels.together(variants[:1] + variants[2:])
+    usages = cuda_check.cubin_usages(submission.cuda_compile(source, arch))
+    assert sorted(usages) == sorted(names)
+    assert [usages[name] for name in names] == [{key: res[key] for key in ("registers", "stack", "shared")}
+                                                for res in alone[:1] + alone[2:]]
 
 
 def test_the_table_shows_each_figure_beside_heads_as_a_difference():
