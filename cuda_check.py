@@ -631,9 +631,10 @@ def sass_target(arch: str) -> bool:
     return capability(arch)[0] >= 10
 
 
-def _batches(indices: list, variants: list, size: int = BATCH) -> list[list]:
-    """``indices`` grouped by target, each target's cut into nearly equal groups of at most ``size``."""
-    out = []
+def _batches(indices: list, variants: list, size: int | None = None) -> list[list]:
+    """``indices`` grouped by target, each target's cut into nearly equal groups of at most ``size``
+    (default BATCH)."""
+    out, size = [], size or BATCH
     for arch in dict.fromkeys(variants[i].arch for i in indices):
         mine = [i for i in indices if variants[i].arch == arch]
         groups = -(-len(mine) // size)

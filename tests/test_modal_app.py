@@ -615,6 +615,8 @@ def test_server_harness_run_folder_command_lines_and_parsing(tmp_path, monkeypat
     full = "89abcdef" * 5
     (server / "REVISION").write_text(full + "\n")
     record = tmp_path / "record.jsonl"
+    for name in [k for k in os.environ if k.startswith("NVFP4_")]:
+        monkeypatch.delenv(name)  # as in the container: none of the user's kit settings (a cache folder, say)
     monkeypatch.setenv("FAKE_SERVER_RECORD", str(record))
     monkeypatch.setenv("POPCORN_SEED", "7")  # never passed on: the seeds of the test file count
 
