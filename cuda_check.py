@@ -617,7 +617,7 @@ def build_many(kernels, variants: list, count_sass: bool, tools: bool = True) ->
 # parses the kernel once (about 0.05 s of the 0.14 s a variant takes alone) and one cuobjdump call
 # reads every kernel's SASS (its start, about 0.3 s, is most of a call on one kernel); smaller than
 # the whole set, so that both cores work and a program that fails recompiles few kernels alone.
-# Measured: docs/setup.md, "How long".
+# Measured: docs/setup.md, "How long" (the kernels per program, kit 045f53b).
 BATCH = 16
 
 
