@@ -52,14 +52,14 @@ of its own, eval.py's staying torch-free; cached per file hash, ``status_cached`
 benchmarks/ that compile and read the cuda kernel (sass_count.py, sass_dump.py, inflight.py,
 compile_table.py) use its pieces: ``cuobjdump``, ``dump``, ``resource_usage``, ``cubin_usage``,
 ``cubin_usages``, ``function_sass``, ``k_loop``, ``opcode``, ``sass_per_16b``, and sass_count.py
-``KitKernels.together`` (each target's configs as one program).
+``built_together`` (each target's configs as one program).
 
 Exit status: 0 every kernel compiles, 1 one does not (or the source is one bundle refuses to
 copy), 2 bad arguments, a file with no CUDA kernel this check knows, or no NVRTC here.
 
 Public surface: ``main``, ``Variant``, ``KitKernels``, ``StarterKernels``, ``kernels_of``, ``KIT_NEEDS``,
-``launch_set``, ``build``, ``build_many``, ``compile_set``, ``BATCH``, ``first_error``, ``failure_report``,
-``table``, ``differences``, ``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``,
+``launch_set``, ``build``, ``build_many``, ``built_together``, ``compile_set``, ``BATCH``, ``first_error``,
+``failure_report``, ``table``, ``differences``, ``capability``, ``cache_dir``, ``carries_cuda``, ``status_cached``,
 ``header_check``, ``HeaderCheck``, ``status_line``, ``cuobjdump``, ``dump``, ``resource_usage``,
 ``cubin_usage``, ``cubin_usages``, ``function_sass``, ``k_loop``, ``opcode``, ``sass_per_16b``,
 ``DEFAULT_ARCHS``, ``ENV_CACHE``, ``EXIT_USAGE``.
@@ -155,15 +155,16 @@ def resource_usage(text: str) -> dict:
 _EI_SIZED, _EI_REGCOUNT, _EI_FRAME_SIZE = 0x04, 0x2F, 0x11
 
 
-def _elf_sections(cubin: bytes) -> dict:
-    """{section name: (offset, size, link)} of an ELF64 file (a cubin); raises on anything else."""
+def _elf_sections(cubin: bytes) -> list[tuple[str, int, int, int]]:
+    """(name, offset, size, link) of each section of an ELF64 file (a cubin), in the file's order
+    (a link is an index into it); raises on anything else."""
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
         raise ValueError("not an ELF64 file")
     table = struct.unpack_from("<Q", cubin, 0x28)[0]
     entry, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
     heads = [struct.unpack_from("<IIQQQQI", cubin, table + i * entry) for i in range(count)]
     base = heads[names][4]
-    return {cubin[base + h[0]:cubin.index(b"\0", base + h[0])].decode(): (h[4], h[5], h[6]) for h in heads}
+    return [(cubin[base + h[0]:cubin.index(b"\0", base + h[0])].decode(), h[4], h[5], h[6]) for h in heads]
 
 
 def cubin_usages(cubin: bytes) -> dict:
@@ -171,10 +172,10 @@ def cubin_usages(cubin: bytes) -> dict:
     NVRTC program's kernels), read from the file itself as ``resource_usage`` reads one kernel from
     cuobjdump's text; {} where the file is no such ELF or names no register count."""
     try:
-        sections = _elf_sections(cubin)
+        heads = _elf_sections(cubin)
+        sections = {name: (offset, size, link) for name, offset, size, link in heads}
         symtab = sections[".symtab"]
-        heads = list(sections.values())
-        strtab = heads[symtab[2]][0]
+        strtab = heads[symtab[2]][1]
         symbols = []
         for i in range(symtab[0], symtab[0] + symtab[1], 24):
             at = strtab + struct.unpack_from("<I", cubin, i)[0]
@@ -579,8 +580,8 @@ def build(kernels, v: Variant, count_sass: bool, tools: bool = True) -> dict:
 
 def build_many(kernels, variants: list, count_sass: bool, tools: bool = True) -> list[dict]:
     """``build`` of several kernels of one target, those not in the cache compiled as one NVRTC
-    program (the kernel once, every variant's wrapper after it: ``together``) and read with one
-    cuobjdump call, where the file's kernels allow it; where that program does not compile, each
+    program (the kernel once, every variant's wrapper after it) and read with one cuobjdump call
+    (``built_together``), where the file's kernels allow it; where that program does not compile, each
     kernel is compiled alone (its own log, its own line numbers). Each kernel's figures are its
     own (``cubin_usages``, ``function_sass``) and kept under its own key: the same as built alone,
     which tests/test_cuda_check.py compares."""
@@ -595,22 +596,34 @@ def build_many(kernels, variants: list, count_sass: bool, tools: bool = True) ->
             if hit is None and not kernels.alone(v):
                 todo.append((len(results), key, chunks))
         results.append(hit)
-    together = kernels.together([variants[i] for i, _, _ in todo]) if len(todo) > 1 else None
-    if together is not None:
-        source, names = together
-        try:
-            cubin = kernels.compile_source(source, variants[todo[0][0]].arch)
-        except kernels.errors:
-            cubin = None  # one of them does not compile: each alone names its own error
-        if cubin is not None:
-            usages = cubin_usages(cubin)
-            sass = function_sass(dump(cubin, "-sass")) if any(chunks for _, _, chunks in todo) else {}
-            for (i, key, chunks), name in zip(todo, names, strict=True):
-                if name in usages and (not chunks or name in sass):
-                    results[i] = _figures(usages[name], sass.get(name, ""), chunks)
-                    _cache_write("kernels", key, results[i])
+    if len(todo) > 1:
+        read = built_together(kernels, [variants[i] for i, _, _ in todo], any(chunks for _, _, chunks in todo))
+        for (i, key, chunks), got in zip(todo, read, strict=True):
+            if got is not None:
+                results[i] = _figures(*got, chunks)
+                _cache_write("kernels", key, results[i])
     return [res if res is not None else build(kernels, v, count_sass, tools)
             for res, v in zip(results, variants, strict=True)]
+
+
+def built_together(kernels, variants: list, sass: bool) -> list:
+    """Each variant's (usage: ``cubin_usages``, its SASS text: '' unless ``sass``), its kernel
+    built in one NVRTC program with the others' (``kernels.together``; one target) and read with
+    at most one cuobjdump call; None for each where they cannot share a program (a ring, another
+    file's kind of source) or that program does not compile (each alone then names its own error),
+    and for a kernel missing from what the program gives."""
+    together = kernels.together(variants)
+    if together is None:
+        return [None] * len(variants)
+    source, names = together
+    try:
+        cubin = kernels.compile_source(source, variants[0].arch)
+    except kernels.errors:
+        return [None] * len(variants)
+    usages = cubin_usages(cubin)
+    texts = function_sass(dump(cubin, "-sass")) if sass else {}
+    return [(usages[name], texts.get(name, "")) if name in usages and (not sass or name in texts) else None
+            for name in names]
 
 
 # Kernels per NVRTC program (and per cuobjdump call) where compile_set builds many: one program

@@ -43,10 +43,9 @@ from benchmarks import refusals  # noqa: E402
 from cuda_check import (  # noqa: E402, F401
     KitKernels,
     Variant,
-    cubin_usages,
+    built_together,
     cuobjdump,
     dump,
-    function_sass,
     k_loop,
     opcode,
     resource_usage,
@@ -83,7 +82,7 @@ def count(cfg: tuple, arch: str) -> dict:
 
 def count_many(todo: list) -> list[dict]:
     """``count`` of each (config, arch) of ``todo``: the configs of a target compiled as one NVRTC
-    program and read with one cuobjdump call (cuda_check.build_many's way: about a second a config
+    program and read with one cuobjdump call (cuda_check.built_together: about a second a config
     less than ``count`` one by one), a ring alone (KitKernels.alone); where that program does not
     compile, each config alone (its CudaBuildError names it)."""
     todo = [(submission.CudaConfig.of(cfg), arch) for cfg, arch in todo]
@@ -91,16 +90,11 @@ def count_many(todo: list) -> list[dict]:
     for arch in dict.fromkeys(arch for _, arch in todo):
         cfgs = [cfg for cfg in dict.fromkeys(cfg for cfg, a in todo if a == arch)
                 if not kernels.alone(Variant(cfg, True, True, arch))]  # a ring: alone (count)
-        together = kernels.together([Variant(cfg, True, True, arch) for cfg in cfgs]) if len(cfgs) > 1 else None
-        try:
-            cubin = submission.cuda_compile(together[0], arch) if together else None
-        except submission.CudaBuildError:
-            cubin = None
-        if cubin is not None:
-            usages, sass = cubin_usages(cubin), function_sass(dump(cubin, "-sass"))
-            for cfg, name in zip(cfgs, together[1], strict=True):
-                if name in usages and name in sass:
-                    found[cfg, arch] = _counted(cfg, arch, sass[name], usages[name]["registers"])
+        if len(cfgs) > 1:
+            read = built_together(kernels, [Variant(cfg, True, True, arch) for cfg in cfgs], sass=True)
+            for cfg, got in zip(cfgs, read, strict=True):
+                if got is not None:
+                    found[cfg, arch] = _counted(cfg, arch, got[1], got[0]["registers"])
     out = []
     for cfg, arch in todo:
         try:

@@ -348,12 +348,10 @@ def test_every_cuda_variant_compiles(arch, tmp_path, monkeypatch):
     assert all(r["registers"] for r in results)
     if _cuobjdump():  # the machine code of a few, built as one program and read with one cuobjdump call
         few = [v for v in variants if v.full and v.plain][:4]
-        source, names = kernels.together(few)
-        sass = cuda_check.function_sass(cuda_check.dump(submission.cuda_compile(source, arch), "-sass"))
-        for v, name in zip(few, names, strict=True):
-            has_cvt = "E2M1" in sass[name]
-            assert has_cvt == (arch == "sm_100a" and v.config.decode == "f16x2"), f"{name} on {arch}: E2M1 {has_cvt}"
-            assert "IDP.4A" in sass[name] or v.config.decode == "f16x2"
+        for v, (_, sass) in zip(few, cuda_check.built_together(kernels, few, sass=True), strict=True):
+            has_cvt = "E2M1" in sass
+            assert has_cvt == (arch == "sm_100a" and v.config.decode == "f16x2"), f"{kernels.label(v)}: E2M1 {has_cvt}"
+            assert "IDP.4A" in sass or v.config.decode == "f16x2"
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
